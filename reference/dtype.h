@@ -1,0 +1,29 @@
+// Element types and exact host conversions between fp32 and fp16/bf16.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace flashcheck {
+
+enum class DType { f32, f16, bf16 };
+
+std::string_view to_string(DType d);
+// Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16", "bf16"/"bfloat16"; throws on anything else.
+DType parse_dtype(std::string_view s);
+int dtype_bytes(DType d);
+
+// fp32 -> 16-bit, round-to-nearest-even. NaN stays NaN (quiet, sign kept), overflow rounds to ±Inf
+// exactly as IEEE 754 says (values at or past the midpoint between max-finite and 2^(emax+1)).
+uint16_t f32_to_bf16_bits(float x);
+uint16_t f32_to_f16_bits(float x);
+// 16-bit -> fp32 is exact for every bit pattern (subnormal halves become normal floats).
+float bf16_bits_to_f32(uint16_t h);
+float f16_bits_to_f32(uint16_t h);
+
+// Round an fp32 value to the nearest value representable in `d` (identity for f32).
+float round_to(DType d, float x);
+// Unit roundoff of `d`: half the spacing of representable values at 1.0 (2^-24, 2^-11, 2^-8).
+double unit_roundoff(DType d);
+
+}  // namespace flashcheck

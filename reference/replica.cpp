@@ -1,0 +1,109 @@
+#include "reference/replica.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "reference/mask.h"
+
+namespace flashcheck {
+
+namespace {
+using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+// The finite stand-in for -inf: large enough that exp2((-2^30 - m)·scale) underflows to 0, small
+// enough that (-2^30) - (-2^30) = 0 instead of the NaN that -inf - (-inf) gives.
+constexpr float kFiniteNegInf = -1073741824.0f;
+}  // namespace
+
+ReplicaResult replica_attention(const Problem& p, const Inputs& in, const ReplicaConfig& cfg,
+                                std::span<const int64_t> trace_rows) {
+  validate(p);
+  if (cfg.block_q <= 0 || cfg.block_kv <= 0) throw std::invalid_argument("replica: tile sizes must be positive");
+  if (static_cast<int64_t>(in.q.size()) != p.q_elems() || static_cast<int64_t>(in.k.size()) != p.k_elems() ||
+      static_cast<int64_t>(in.v.size()) != p.v_elems())
+    throw std::invalid_argument("replica_attention: input sizes do not match the problem");
+  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, sq = p.seq_q, skv = p.seq_kv;
+  const int64_t br = cfg.block_q, bc = cfg.block_kv;
+  ReplicaResult res;
+  res.o.assign(static_cast<size_t>(p.o_elems()), 0.0f);
+  res.lse.assign(static_cast<size_t>(p.lse_elems()), -kInf);
+  // With exp2 the scale carries log2(e): exp(x·s) = 2^(x·s·log2 e), folded into one multiply.
+  const float scale = static_cast<float>(p.softmax_scale()) * (cfg.use_exp2 ? kLog2e : 1.0f);
+  const float init_max = cfg.finite_neg_inf ? kFiniteNegInf : -kInf;
+  auto ex = [&](float x) { return cfg.use_exp2 ? std::exp2(x) : std::exp(x); };
+  const int64_t q_tiles = (sq + br - 1) / br;
+  const int64_t n_tasks = p.batch * p.heads_q * q_tiles;
+  std::vector<std::vector<TraceEntry>> traces(static_cast<size_t>(n_tasks));
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < n_tasks; ++task) {
+    const int64_t bh = task / q_tiles, qt = task % q_tiles;
+    const int64_t b = bh / p.heads_q, h = bh % p.heads_q;
+    const int64_t hk = p.kv_head(h);
+    const int64_t q0 = qt * br, nq = std::min(br, sq - q0);
+    const float* qp = in.q.data() + (bh * sq + q0) * dqk;
+    const float* kp = in.k.data() + (b * p.heads_kv + hk) * skv * dqk;
+    const float* vp = in.v.data() + (b * p.heads_kv + hk) * skv * dv;
+    Eigen::Map<const MatF> Q(qp, nq, dqk);
+
+    std::vector<float> m(static_cast<size_t>(nq), init_max), l(static_cast<size_t>(nq), 0.0f);
+    MatF O = MatF::Zero(nq, dv);
+    int64_t kv_end = skv;  // keys past the last row's visible prefix are never loaded
+    if (cfg.skip_masked_tiles) kv_end = visible_keys(p, q0 + nq - 1);
+    const int64_t kv_tiles = (kv_end + bc - 1) / bc;
+    for (int64_t kt = 0; kt < kv_tiles; ++kt) {
+      const int64_t k0 = kt * bc, nk = std::min(bc, skv - k0);
+      Eigen::Map<const MatF> K(kp + k0 * dqk, nk, dqk);
+      Eigen::Map<const MatF> V(vp + k0 * dv, nk, dv);
+      MatF S = Q * K.transpose();  // raw scores, fp32 accumulation
+      for (int64_t i = 0; i < nq; ++i) {
+        const int64_t n = visible_keys(p, q0 + i);
+        for (int64_t j = 0; j < nk; ++j)
+          if (k0 + j >= n) S(i, j) = -kInf;  // masked scores are true -inf: exp of them is exactly 0
+      }
+      for (int64_t i = 0; i < nq; ++i) {
+        float m_new = m[i];
+        for (int64_t j = 0; j < nk; ++j) m_new = std::max(m_new, S(i, j));
+        // With a -inf initial max and a row that has seen only masked keys, m_new is still -inf and
+        // (s - m_new)·scale would be -inf - (-inf) = NaN; kernels substitute 0 for the max there
+        // (every p is then exp(-inf) = 0 anyway). The finite fill avoids the case altogether.
+        const float m_use = (m_new == -kInf) ? 0.0f : m_new;
+        const float corr = ex((m[i] - m_use) * scale);  // rescales what was accumulated so far
+        float rowsum = 0.0f;
+        for (int64_t j = 0; j < nk; ++j) {
+          const float pij = ex(S(i, j) * scale - m_use * scale);
+          rowsum += pij;
+          S(i, j) = cfg.round_p ? round_to(p.dtype, pij) : pij;
+        }
+        l[i] = l[i] * corr + rowsum;
+        O.row(i) *= corr;
+        m[i] = m_new;
+      }
+      O.noalias() += S * V;  // P·V with fp32 accumulators
+      for (int64_t t : trace_rows) {
+        if (t < q0 || t >= q0 + nq) continue;
+        const int64_t i = t - q0;
+        traces[static_cast<size_t>(task)].push_back(
+            {b, h, t, kt, m[i], l[i], std::vector<float>(O.row(i).data(), O.row(i).data() + dv)});
+      }
+    }
+    for (int64_t i = 0; i < nq; ++i) {
+      float* o = res.o.data() + (bh * sq + q0 + i) * dv;
+      float* lse = res.lse.data() + bh * sq + q0 + i;
+      if (l[i] == 0.0f || visible_keys(p, q0 + i) == 0) continue;  // no key seen: O = 0, LSE = -inf
+      const float inv = 1.0f / l[i];
+      for (int64_t c = 0; c < dv; ++c) o[c] = round_to(p.dtype, O(i, c) * inv);
+      // LSE = scaled max + log(ℓ), converted to natural log when the kernel worked in base 2.
+      *lse = cfg.use_exp2 ? (m[i] * scale + std::log2(l[i])) * kLn2 : m[i] * scale + std::log(l[i]);
+    }
+  }
+  for (auto& t : traces) std::move(t.begin(), t.end(), std::back_inserter(res.trace));
+  return res;
+}
+
+}  // namespace flashcheck
