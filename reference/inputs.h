@@ -15,7 +15,7 @@ namespace flashcheck {
 enum class Dist {
   normal,         // N(0,1)
   uniform,        // U(-1,1)
-  large,          // N(0,1) * 1e4: bf16 scores near 1e8·scale, the softmax is one-hot
+  large,          // N(0,1) * 1e4 (f16: * 1e2): scores near 1e8·scale, the softmax is one-hot
   outlier_keys,   // N(0,1), with about 1 key row in 16 scaled by 256
   constant_rows,  // every row of q, k and v is one repeated value
   equal_scores,   // every key row identical: all scores of a row tie, softmax is uniform

@@ -1,0 +1,52 @@
+// `flashcheck check FILE.safetensors`: judge any kernel's output file.
+#include <fstream>
+#include <iostream>
+
+#include "tools/commands.h"
+#include "verify/check_file.h"
+
+namespace flashcheck::cli {
+
+void add_check(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors) against the fp64 oracle");
+  struct Opts {
+    std::string file, json;
+    CheckFileOptions o;
+  };
+  auto opts = std::make_shared<Opts>();
+  cmd->add_option("file", opts->file, "the .safetensors file")->required();
+  cmd->add_option("--json", opts->json, "also write the report as JSON to PATH, or - for stdout");
+  cmd->add_option("--max-rows", opts->o.max_rows, "rows per (b,h) checked before sampling starts")->check(CLI::PositiveNumber);
+  cmd->add_option("--tile-q", opts->o.tile_q, "kernel's query tile, to name the worst element's tile")->check(CLI::PositiveNumber);
+  cmd->add_option("--tile-kv", opts->o.tile_kv, "kernel's KV tile")->check(CLI::PositiveNumber);
+  cmd->add_flag("--allow-nonfinite-inputs", opts->o.allow_nonfinite_inputs,
+                "accept NaN/Inf in q/k/v and check that they propagate to exactly the oracle's rows");
+  cmd->callback([opts, &action] {
+    action = [opts] {
+      Report r;
+      try {
+        r = check_file(opts->file, opts->o);
+      } catch (const CannotTest& e) {
+        std::cerr << "flashcheck check: cannot test: " << e.what() << "\n";
+        return int{kCannotTest};
+      }
+      std::cout << to_text(r);
+      if (!opts->json.empty()) {
+        const std::string text = to_json(r).dump(2) + "\n";
+        if (opts->json == "-") {
+          std::cout << text;
+        } else {
+          std::ofstream os(opts->json);
+          os << text;
+          if (!os) {
+            std::cerr << "flashcheck check: cannot write " << opts->json << "\n";
+            return int{kCannotTest};
+          }
+        }
+      }
+      return r.pass() ? int{kPass} : int{kMismatch};
+    };
+  });
+}
+
+}  // namespace flashcheck::cli

@@ -1,0 +1,39 @@
+// flashcheck: the command line. Exit codes follow `git bisect run`: 0 pass, 1 mismatch, 125 cannot test.
+#include <cstdio>
+#include <exception>
+
+#include "tools/commands.h"
+#include "verify/check_file.h"
+
+int main(int argc, char** argv) {
+  namespace cli = flashcheck::cli;
+  CLI::App app{"flashcheck: reference-and-verification testbed for FlashAttention forward kernels.\n"
+               "Exit codes: 0 pass, 1 numerical mismatch, 125 cannot test."};
+  app.require_subcommand(0, 1);  // no subcommand: the default job
+  cli::Action action;
+  cli::add_check(app, action);
+  cli::add_golden(app, action);
+  cli::add_calibrate(app, action);
+  cli::add_oracle(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return flashcheck::kCannotTest;  // a bad command line tests nothing: bisect must skip, not blame
+  }
+  try {
+    if (!action) {
+      // Default job: the oracle's own check on a small problem (replaced by a campaign once variants exist).
+      const char* args[] = {"flashcheck", "oracle"};
+      app.parse(2, const_cast<char**>(args));
+    }
+    return action();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flashcheck: %s\n", e.what());
+    return flashcheck::kCannotTest;
+  }
+}

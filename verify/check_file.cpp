@@ -1,0 +1,120 @@
+#include "verify/check_file.h"
+
+#include <cmath>
+
+#include "verify/safetensors.h"
+
+namespace flashcheck {
+
+namespace {
+const StTensor& need(const SafetensorsFile& f, const std::string& name) {
+  auto it = f.tensors.find(name);
+  if (it == f.tensors.end()) throw CannotTest("missing tensor '" + name + "'");
+  return it->second;
+}
+
+void expect_shape(const std::string& name, const StTensor& t, const std::vector<int64_t>& want) {
+  auto str = [](const std::vector<int64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+    return r + "]";
+  };
+  if (t.shape != want) throw CannotTest("tensor '" + name + "' has shape " + str(t.shape) + ", expected " + str(want));
+}
+
+void refuse_nonfinite(const std::string& name, const std::vector<float>& x, const std::vector<int64_t>& shape) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isfinite(x[i])) continue;
+    std::string at;
+    size_t rem = i;
+    std::vector<int64_t> idx(shape.size());
+    for (size_t d = shape.size(); d-- > 0;) {
+      idx[d] = static_cast<int64_t>(rem % static_cast<size_t>(shape[d]));
+      rem /= static_cast<size_t>(shape[d]);
+    }
+    for (size_t d = 0; d < idx.size(); ++d) at += (d ? "," : "") + std::to_string(idx[d]);
+    throw CannotTest("input '" + name + "' holds " + (std::isnan(x[i]) ? "NaN" : "Inf") + " at [" + at +
+                     "]; pass --allow-nonfinite-inputs to check NaN/Inf propagation instead");
+  }
+}
+}  // namespace
+
+Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
+  SafetensorsFile f;
+  try {
+    f = read_safetensors(path);
+  } catch (const SafetensorsError& e) {
+    throw CannotTest(e.what());
+  }
+  const StTensor &q = need(f, "q"), &k = need(f, "k"), &v = need(f, "v"), &o = need(f, "o");
+  for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}}) {
+    if (t->dtype != StDType::BF16 && t->dtype != StDType::F16 && t->dtype != StDType::F32)
+      throw CannotTest(std::string("tensor '") + name + "' has dtype " + to_string(t->dtype) + "; expected BF16, F16 or F32");
+    if (t->dtype != o.dtype)
+      throw CannotTest(std::string("tensor '") + name + "' is " + to_string(t->dtype) + " but o is " + to_string(o.dtype) +
+                       ": q, k, v and o must share one dtype");
+    if (t->shape.size() != 4) throw CannotTest(std::string("tensor '") + name + "' must have 4 dimensions [B,H,S,D]");
+  }
+  Problem p;
+  p.dtype = o.dtype == StDType::BF16 ? DType::bf16 : o.dtype == StDType::F16 ? DType::f16 : DType::f32;
+  p.batch = q.shape[0];
+  p.heads_q = q.shape[1];
+  p.seq_q = q.shape[2];
+  p.head_dim_qk = q.shape[3];
+  p.heads_kv = k.shape[1];
+  p.seq_kv = k.shape[2];
+  p.head_dim_v = v.shape[3];
+  auto meta = [&](const std::string& key, const std::string& dflt) {
+    auto it = f.metadata.find(key);
+    return it == f.metadata.end() ? dflt : it->second;
+  };
+  try {
+    p.causal = parse_causal(meta("causal", "none"));
+    if (f.metadata.count("scale")) {
+      const std::string s = f.metadata.at("scale");
+      size_t pos = 0;
+      double x = std::stod(s, &pos);
+      if (pos != s.size()) throw std::invalid_argument("trailing characters");
+      p.scale = x;
+    }
+    validate(p);
+  } catch (const std::exception& e) {
+    throw CannotTest(std::string("bad problem in file metadata or shapes: ") + e.what());
+  }
+  const std::string base = meta("lse_base", "e");
+  if (base != "e" && base != "2") throw CannotTest("metadata lse_base must be 'e' or '2', got '" + base + "'");
+  const std::string empty = meta("empty_row_lse", "-inf");
+  if (empty != "-inf" && empty != "+inf") throw CannotTest("metadata empty_row_lse must be '-inf' or '+inf', got '" + empty + "'");
+  expect_shape("k", k, {p.batch, p.heads_kv, p.seq_kv, p.head_dim_qk});
+  expect_shape("v", v, {p.batch, p.heads_kv, p.seq_kv, p.head_dim_v});
+  expect_shape("o", o, {p.batch, p.heads_q, p.seq_q, p.head_dim_v});
+
+  Inputs in{q.to_f32("q"), k.to_f32("k"), v.to_f32("v")};
+  if (!opt.allow_nonfinite_inputs) {
+    refuse_nonfinite("q", in.q, q.shape);
+    refuse_nonfinite("k", in.k, k.shape);
+    refuse_nonfinite("v", in.v, v.shape);
+  }
+  const std::vector<int64_t> rows = sample_rows(p.seq_q, opt.max_rows);
+  const Reference ref = make_reference(p, in, rows);
+  const OracleResult& oracle = ref.oracle;
+  KernelResult kr;
+  kr.o = select_rows(p, o.to_f32("o"), p.head_dim_v, oracle);
+  if (auto it = f.tensors.find("lse"); it != f.tensors.end()) {
+    const StTensor& l = it->second;
+    if (l.dtype != StDType::F32) throw CannotTest("tensor 'lse' has dtype " + to_string(l.dtype) + "; expected F32");
+    expect_shape("lse", l, {p.batch, p.heads_q, p.seq_q});
+    std::vector<float> lse = l.to_f32("lse");
+    // Declared base 2: convert to natural log (ln x = log2 x · ln 2). Infinities stay infinities.
+    if (base == "2")
+      for (float& x : lse) x = static_cast<float>(static_cast<double>(x) * 0.69314718055994530942);
+    kr.lse = select_rows(p, lse, 1, oracle);
+  }
+  CheckOptions copt{tolerance_for(p.dtype), opt.tile_q, opt.tile_kv,
+                    empty == "-inf" ? EmptyRowLse::neg_inf : EmptyRowLse::pos_inf};
+  Report r = verify_output(p, ref, kr, copt);
+  r.repro = "flashcheck check " + path.string();
+  return r;
+}
+
+}  // namespace flashcheck

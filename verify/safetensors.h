@@ -1,0 +1,52 @@
+// safetensors reading and writing, implemented once for the whole project and strict about the
+// format: https://github.com/huggingface/safetensors (8-byte little-endian header length, JSON
+// header, then a byte buffer every tensor indexes without holes or overlaps).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reference/dtype.h"
+
+namespace flashcheck {
+
+// Any malformed or unreadable file: the message names the problem (and the tensor, if any).
+struct SafetensorsError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class StDType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, U16, U32, U64, F8_E4M3, F8_E5M2 };
+std::string to_string(StDType d);
+int st_dtype_bytes(StDType d);
+
+struct StTensor {
+  StDType dtype = StDType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;  // raw little-endian bytes
+
+  int64_t numel() const;
+  // Widen F32/F16/BF16 (exactly) to fp32; throws SafetensorsError for other dtypes.
+  std::vector<float> to_f32(const std::string& name) const;
+};
+
+struct SafetensorsFile {
+  std::map<std::string, StTensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path);
+SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes);
+std::vector<uint8_t> serialize_safetensors(const SafetensorsFile& f);
+// Atomic: writes a temporary file beside `path`, flushes it, then renames it into place.
+void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& f);
+void write_file_atomic(const std::filesystem::path& path, const std::vector<uint8_t>& bytes);
+
+// Helpers: a tensor of `dtype` from fp32 values (rounded to nearest even), and DType mapping.
+StTensor make_tensor(DType dtype, std::vector<int64_t> shape, const std::vector<float>& values);
+StTensor make_f32_tensor(std::vector<int64_t> shape, const std::vector<float>& values);
+StDType to_st(DType d);
+
+}  // namespace flashcheck

@@ -1,0 +1,280 @@
+#include "verify/verdict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "reference/mask.h"
+#include "verify/baseline.h"
+#include "verify/metrics.h"
+
+namespace flashcheck {
+
+bool Report::pass() const {
+  return std::all_of(criteria.begin(), criteria.end(), [](const Criterion& c) { return c.pass; });
+}
+
+std::vector<std::string> Report::failed() const {
+  std::vector<std::string> f;
+  for (auto& c : criteria)
+    if (!c.pass) f.push_back(c.name);
+  return f;
+}
+
+std::vector<float> select_rows(const Problem& p, const std::vector<float>& full, int64_t width,
+                               const OracleResult& oracle) {
+  if (oracle.rows.empty()) return full;
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(p.batch * p.heads_q * oracle.num_rows * width));
+  for (int64_t bh = 0; bh < p.batch * p.heads_q; ++bh)
+    for (int64_t r : oracle.rows) {
+      auto it = full.begin() + (bh * p.seq_q + r) * width;
+      out.insert(out.end(), it, it + width);
+    }
+  return out;
+}
+
+std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge) {
+  if (seq_q <= count) return {};
+  std::set<int64_t> s;
+  for (int64_t i = 0; i < std::min(edge, seq_q); ++i) {
+    s.insert(i);
+    s.insert(seq_q - 1 - i);
+  }
+  const int64_t rest = std::max<int64_t>(count - static_cast<int64_t>(s.size()), 1);
+  for (int64_t k = 0; k < rest; ++k) s.insert(k * (seq_q - 1) / rest);
+  return {s.begin(), s.end()};
+}
+
+Reference make_reference(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+  Reference r;
+  r.oracle = naive_attention(p, in, rows);
+  r.baseline = dtype_baseline(p, in, rows);
+  const int64_t nr = r.oracle.num_rows;
+  r.score_bound.resize(static_cast<size_t>(p.batch * p.heads_q * nr));
+  auto norm = [](const float* x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+    return std::sqrt(s);
+  };
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      // Prefix maxima of ‖k_j‖: a row's visible keys are always a prefix.
+      std::vector<double> kmax(static_cast<size_t>(p.seq_kv));
+      double m = 0;
+      for (int64_t j = 0; j < p.seq_kv; ++j)
+        kmax[static_cast<size_t>(j)] = m = std::max(m, norm(&in.k[static_cast<size_t>(((b * p.heads_kv + hk) * p.seq_kv + j) * p.head_dim_qk)], p.head_dim_qk));
+      for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
+        for (int64_t ri = 0; ri < nr; ++ri) {
+          const int64_t i = r.oracle.row_at(ri), n = visible_keys(p, i);
+          const double qn = norm(&in.q[static_cast<size_t>(((b * p.heads_q + h) * p.seq_q + i) * p.head_dim_qk)], p.head_dim_qk);
+          r.score_bound[static_cast<size_t>((b * p.heads_q + h) * nr + ri)] =
+              n ? std::fabs(p.softmax_scale()) * qn * kmax[static_cast<size_t>(n - 1)] : 0.0;
+        }
+    }
+  return r;
+}
+
+Report verify_output(const Problem& p, const Reference& ref, const KernelResult& kernel, const CheckOptions& opt) {
+  const OracleResult& oracle = ref.oracle;
+  const std::vector<float>& baseline = ref.baseline;
+  const Tolerance& tol = opt.tol;
+  const int64_t nr = oracle.num_rows, dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
+  const size_t n_o = static_cast<size_t>(bh_n * nr * dv);
+  if (kernel.o.size() != n_o || baseline.size() != n_o || oracle.o.size() != n_o)
+    throw std::invalid_argument("verify_output: kernel, baseline and oracle outputs differ in size");
+  Report r;
+  r.problem = p;
+  r.rows_checked = nr;
+  r.sampled = !oracle.rows.empty();
+  r.elements = static_cast<int64_t>(n_o);
+
+  CosineAccumulator cos;
+  double diff2 = 0, ref2 = 0, ulp_sum = 0;
+  int64_t ulp_count = 0;
+  std::optional<Location> first_nan;
+  double worst_err = -1;
+  auto locate = [&](size_t e, double k, double o) {
+    Location l;
+    const int64_t row_i = static_cast<int64_t>(e / static_cast<size_t>(dv)) % nr;
+    const int64_t bh = static_cast<int64_t>(e / static_cast<size_t>(dv)) / nr;
+    l.b = bh / p.heads_q;
+    l.h = bh % p.heads_q;
+    l.row = oracle.row_at(row_i);
+    l.col = static_cast<int64_t>(e % static_cast<size_t>(dv));
+    l.q_tile = l.row / opt.tile_q;
+    l.kv_tile = std::max<int64_t>(visible_keys(p, l.row) - 1, 0) / opt.tile_kv;
+    l.kernel = k;
+    l.oracle = o;
+    return l;
+  };
+
+  for (size_t e = 0; e < n_o; ++e) {
+    const float k = kernel.o[e];
+    const double o = oracle.o[e];
+    const int64_t row = oracle.row_at(static_cast<int64_t>(e / static_cast<size_t>(dv)) % nr);
+    if (is_poison(p.dtype, k)) {
+      ++r.unwritten;
+      if (!first_nan) first_nan = locate(e, k, o);
+      continue;
+    }
+    if (visible_keys(p, row) == 0) {
+      // Convention: exactly zero (either sign). NaN here is the classic 0/0 of an unguarded kernel.
+      if (k != 0.0f) ++r.empty_row_violations;
+      continue;
+    }
+    const bool nan_k = std::isnan(k), nan_o = std::isnan(o);
+    const bool inf_k = std::isinf(k), inf_o = std::isinf(o);
+    if (nan_k != nan_o || inf_k != inf_o || (inf_k && (k > 0) != (o > 0))) {
+      // NaN is no wildcard: positions (and infinities with their signs) must match the oracle.
+      ++r.nan_mismatches;
+      if (!first_nan) first_nan = locate(e, k, o);
+      continue;
+    }
+    if (nan_k || inf_k) continue;
+    const double err = std::fabs(static_cast<double>(k) - o);
+    cos.add(k, o);
+    diff2 += err * err;
+    ref2 += o * o;
+    r.max_abs = std::max(r.max_abs, err);
+    // An eager baseline that overflows (f16 scores past 65504) has no error to scale by: the rule
+    // then does not apply, and the remaining criteria judge alone.
+    const double berr = std::fabs(static_cast<double>(baseline[e]) - o);
+    r.baseline_max_abs = std::isfinite(berr) ? std::max(r.baseline_max_abs, berr) : INFINITY;
+    if (err > worst_err) {
+      worst_err = err;
+      r.worst = locate(e, k, o);
+    }
+    const uint64_t u = ulp_distance(p.dtype, k, round_to(p.dtype, static_cast<float>(o)));
+    r.ulp_max = std::max(r.ulp_max, u);
+    ulp_sum += static_cast<double>(u);
+    ++ulp_count;
+    if (u > tol.ulp_n) ++r.ulp_over_n;
+  }
+  if (first_nan) r.worst = first_nan;
+  r.cosine = cos.value();
+  r.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0.0);
+  r.ulp_mean = ulp_count ? ulp_sum / static_cast<double>(ulp_count) : 0.0;
+
+  auto add = [&](std::string name, bool pass, double value, double limit, std::string detail) {
+    r.criteria.push_back({std::move(name), pass, value, limit, std::move(detail)});
+  };
+  add("unwritten", r.unwritten == 0, static_cast<double>(r.unwritten), 0, "output elements still holding the poison");
+  add("nan_inf_positions", r.nan_mismatches == 0, static_cast<double>(r.nan_mismatches), 0,
+      "elements whose NaN/Inf status differs from the oracle");
+  add("empty_rows", r.empty_row_violations == 0, static_cast<double>(r.empty_row_violations), 0,
+      "elements of rows with no visible key that are not exactly 0");
+  add("cosine", r.cosine >= tol.min_cosine, r.cosine, tol.min_cosine, "2<o,r>/(|o|^2+|r|^2), at least");
+  add("rel_l2", r.rel_l2 <= tol.max_rel_l2, r.rel_l2, tol.max_rel_l2, "|o-r|/|r|, at most");
+  const double blimit = tol.baseline_k * r.baseline_max_abs + tol.baseline_atol;
+  add("baseline_relative", r.max_abs <= blimit, r.max_abs, blimit,
+      std::isinf(blimit) ? "not applicable: the same-dtype eager baseline overflowed"
+                         : "max|o-r| <= k*max|baseline-r| + atol (same-dtype eager baseline)");
+  const double frac = ulp_count ? static_cast<double>(r.ulp_over_n) / static_cast<double>(ulp_count) : 0.0;
+  add("ulp", frac <= tol.ulp_max_frac, frac, tol.ulp_max_frac,
+      tol.ulp_max_frac >= 1.0 ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
+                              : "fraction of elements more than " + std::to_string(tol.ulp_n) + " ULP from the rounded oracle");
+
+  if (kernel.lse) {
+    const auto& lse = *kernel.lse;
+    if (lse.size() != static_cast<size_t>(bh_n * nr)) throw std::invalid_argument("verify_output: lse size mismatch");
+    double max_abs = 0, max_rel = 0;
+    int64_t bad = 0, bad_empty = 0, unwritten = 0;
+    const float empty_want = opt.empty_lse == EmptyRowLse::neg_inf ? -INFINITY : INFINITY;
+    for (size_t i = 0; i < lse.size(); ++i) {
+      const float k = lse[i];
+      const double o = oracle.lse[i];
+      const int64_t row = oracle.row_at(static_cast<int64_t>(i) % nr);
+      if (is_poison(DType::f32, k)) {
+        ++unwritten;
+        continue;
+      }
+      if (visible_keys(p, row) == 0) {
+        if (k != empty_want) ++bad_empty;
+        continue;
+      }
+      if (std::isnan(k) != std::isnan(o) || std::isinf(k) != std::isinf(o)) {
+        ++bad;
+        continue;
+      }
+      if (std::isnan(k) || std::isinf(k)) continue;
+      const double err = std::fabs(k - o);
+      max_abs = std::max(max_abs, err);
+      max_rel = std::max(max_rel, err / std::max(std::fabs(o), 1e-30));
+      if (err > tol.lse_atol + tol.lse_rtol * (std::fabs(o) + ref.score_bound[i])) ++bad;
+    }
+    r.lse_max_abs = max_abs;
+    r.lse_max_rel = max_rel;
+    r.unwritten += unwritten;
+    r.empty_row_violations += bad_empty;
+    add("lse", bad == 0 && unwritten == 0 && bad_empty == 0, max_abs, tol.lse_atol,
+        std::to_string(bad) + " rows off by more than atol + rtol*(|lse| + max|score|) (natural log), " + std::to_string(bad_empty) +
+            " empty rows not " + (opt.empty_lse == EmptyRowLse::neg_inf ? "-inf" : "+inf") + ", " +
+            std::to_string(unwritten) + " unwritten");
+  }
+  return r;
+}
+
+std::string to_text(const Report& r) {
+  std::ostringstream os;
+  os.precision(6);
+  os << (r.pass() ? "PASS" : "FAIL") << "  " << to_string(r.problem) << "\n";
+  os << "  rows checked per (b,h): " << r.rows_checked << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements
+     << "\n";
+  for (auto& c : r.criteria)
+    os << "  " << (c.pass ? "ok  " : "FAIL") << " " << c.name << ": " << c.value << " (limit " << c.limit << ") — "
+       << c.detail << "\n";
+  os << "  metrics: cos=" << r.cosine << " rel_l2=" << r.rel_l2 << " max_abs=" << r.max_abs
+     << " baseline_max_abs=" << r.baseline_max_abs << " ulp_max=" << (r.ulp_max == kNanUlp ? -1.0 : double(r.ulp_max))
+     << " ulp_mean=" << r.ulp_mean;
+  if (r.lse_max_abs) os << " lse_max_abs=" << *r.lse_max_abs << " lse_max_rel=" << *r.lse_max_rel;
+  os << "\n";
+  if (r.worst) {
+    const Location& w = *r.worst;
+    os << "  worst element: (b=" << w.b << ", h=" << w.h << ", row=" << w.row << ", col=" << w.col << ") kernel=" << w.kernel
+       << " oracle=" << w.oracle << " in q-tile " << w.q_tile << ", kv-tile " << w.kv_tile << " (the row's last visible key)\n";
+  }
+  if (!r.pass()) {
+    os << "  failed:";
+    for (auto& f : r.failed()) os << " " << f;
+    os << "\n";
+  }
+  if (!r.repro.empty() && !r.pass()) os << "  reproduce: " << r.repro << "\n";
+  return os.str();
+}
+
+nlohmann::json to_json(const Report& r) {
+  // JSON has no Inf/NaN: non-finite values are written as strings.
+  auto num = [](double x) -> nlohmann::json {
+    if (std::isfinite(x)) return x;
+    return std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf");
+  };
+  nlohmann::json j;
+  j["pass"] = r.pass();
+  j["problem"] = to_string(r.problem);
+  j["rows_checked"] = r.rows_checked;
+  j["sampled"] = r.sampled;
+  j["failed"] = r.failed();
+  for (auto& c : r.criteria)
+    j["criteria"].push_back({{"name", c.name}, {"pass", c.pass}, {"value", num(c.value)}, {"limit", num(c.limit)}, {"detail", c.detail}});
+  j["metrics"] = {{"cosine", num(r.cosine)},         {"rel_l2", num(r.rel_l2)},
+                  {"max_abs", num(r.max_abs)},       {"baseline_max_abs", num(r.baseline_max_abs)},
+                  {"ulp_max", r.ulp_max == kNanUlp ? nlohmann::json("nan") : nlohmann::json(r.ulp_max)},
+                  {"ulp_mean", num(r.ulp_mean)},     {"ulp_over_n", r.ulp_over_n},
+                  {"elements", r.elements},          {"nan_mismatches", r.nan_mismatches},
+                  {"unwritten", r.unwritten},        {"empty_row_violations", r.empty_row_violations}};
+  if (r.lse_max_abs) {
+    j["metrics"]["lse_max_abs"] = num(*r.lse_max_abs);
+    j["metrics"]["lse_max_rel"] = num(*r.lse_max_rel);
+  }
+  if (r.worst) {
+    const Location& w = *r.worst;
+    j["worst"] = {{"b", w.b}, {"h", w.h}, {"row", w.row}, {"col", w.col}, {"q_tile", w.q_tile},
+                  {"kv_tile", w.kv_tile}, {"kernel", num(w.kernel)}, {"oracle", num(w.oracle)}};
+  }
+  j["repro"] = r.repro;
+  return j;
+}
+
+}  // namespace flashcheck
