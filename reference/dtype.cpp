@@ -1,6 +1,7 @@
 #include "reference/dtype.h"
 
 #include <bit>
+#include <cstring>
 #include <stdexcept>
 
 namespace flashcheck {
@@ -74,6 +75,24 @@ float f16_bits_to_f32(uint16_t h) {
   // Subnormal or zero: m * 2^-24 is exact in fp32.
   float v = static_cast<float>(mant) * 0x1p-24f;
   return sign ? -v : v;
+}
+
+void encode(DType d, const float* src, int64_t n, void* dst) {
+  if (d == DType::f32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+    return;
+  }
+  auto* out = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) out[i] = d == DType::f16 ? f32_to_f16_bits(src[i]) : f32_to_bf16_bits(src[i]);
+}
+
+void decode(DType d, const void* src, int64_t n, float* dst) {
+  if (d == DType::f32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+    return;
+  }
+  const auto* in = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = d == DType::f16 ? f16_bits_to_f32(in[i]) : bf16_bits_to_f32(in[i]);
 }
 
 float round_to(DType d, float x) {

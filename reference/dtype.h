@@ -21,6 +21,11 @@ uint16_t f32_to_f16_bits(float x);
 float bf16_bits_to_f32(uint16_t h);
 float f16_bits_to_f32(uint16_t h);
 
+// Packs fp32 values (rounded to nearest even) into a buffer of `d`, and widens one back exactly.
+// The raw buffers are what kernels and files hold: 4 bytes per f32 element, 2 per f16/bf16.
+void encode(DType d, const float* src, int64_t n, void* dst);
+void decode(DType d, const void* src, int64_t n, float* dst);
+
 // Round an fp32 value to the nearest value representable in `d` (identity for f32).
 float round_to(DType d, float x);
 // Unit roundoff of `d`: half the spacing of representable values at 1.0 (2^-24, 2^-11, 2^-8).

@@ -12,5 +12,8 @@ void add_check(CLI::App& app, Action& action);
 void add_golden(CLI::App& app, Action& action);
 void add_calibrate(CLI::App& app, Action& action);
 void add_oracle(CLI::App& app, Action& action);
+void add_run(CLI::App& app, Action& action);
+void add_bench(CLI::App& app, Action& action);
+void add_determinism(CLI::App& app, Action& action);
 
 }  // namespace flashcheck::cli

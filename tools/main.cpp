@@ -11,10 +11,13 @@ int main(int argc, char** argv) {
                "Exit codes: 0 pass, 1 numerical mismatch, 125 cannot test."};
   app.require_subcommand(0, 1);  // no subcommand: the default job
   cli::Action action;
+  cli::add_run(app, action);
   cli::add_check(app, action);
   cli::add_golden(app, action);
   cli::add_calibrate(app, action);
   cli::add_oracle(app, action);
+  cli::add_bench(app, action);
+  cli::add_determinism(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -27,9 +30,10 @@ int main(int argc, char** argv) {
   }
   try {
     if (!action) {
-      // Default job: the oracle's own check on a small problem (replaced by a campaign once variants exist).
-      const char* args[] = {"flashcheck", "oracle"};
-      app.parse(2, const_cast<char**>(args));
+      // Default job: a short campaign over every available kernel (on a machine without a GPU, the
+      // blocked replica and the example CPU plugin).
+      const char* args[] = {"flashcheck", "run", "--cases", "100"};
+      app.parse(4, const_cast<char**>(args));
     }
     return action();
   } catch (const std::exception& e) {

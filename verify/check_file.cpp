@@ -105,9 +105,7 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
     if (l.dtype != StDType::F32) throw CannotTest("tensor 'lse' has dtype " + to_string(l.dtype) + "; expected F32");
     expect_shape("lse", l, {p.batch, p.heads_q, p.seq_q});
     std::vector<float> lse = l.to_f32("lse");
-    // Declared base 2: convert to natural log (ln x = log2 x · ln 2). Infinities stay infinities.
-    if (base == "2")
-      for (float& x : lse) x = static_cast<float>(static_cast<double>(x) * 0.69314718055994530942);
+    if (base == "2") lse_base2_to_natural(lse);  // declared, so converted; never guessed
     kr.lse = select_rows(p, lse, 1, oracle);
   }
   CheckOptions copt{tolerance_for(p.dtype), opt.tile_q, opt.tile_kv,

@@ -48,15 +48,9 @@ std::vector<float> StTensor::to_f32(const std::string& name) const {
   const int64_t n = numel();
   std::vector<float> out(static_cast<size_t>(n));
   switch (dtype) {
-    case StDType::F32: std::memcpy(out.data(), data.data(), static_cast<size_t>(n) * 4); break;
-    case StDType::F16:
-    case StDType::BF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, data.data() + 2 * i, 2);
-        out[static_cast<size_t>(i)] = dtype == StDType::F16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
-      }
-      break;
+    case StDType::F32: decode(DType::f32, data.data(), n, out.data()); break;
+    case StDType::F16: decode(DType::f16, data.data(), n, out.data()); break;
+    case StDType::BF16: decode(DType::bf16, data.data(), n, out.data()); break;
     default:
       throw SafetensorsError("tensor '" + name + "' has dtype " + to_string(dtype) + "; expected F32, F16 or BF16");
   }
@@ -218,14 +212,7 @@ StTensor make_tensor(DType dtype, std::vector<int64_t> shape, const std::vector<
   t.shape = std::move(shape);
   if (t.numel() != static_cast<int64_t>(values.size())) throw SafetensorsError("make_tensor: shape does not match values");
   t.data.resize(values.size() * static_cast<size_t>(dtype_bytes(dtype)));
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::f32) {
-      std::memcpy(t.data.data() + 4 * i, &values[i], 4);
-    } else {
-      uint16_t h = dtype == DType::f16 ? f32_to_f16_bits(values[i]) : f32_to_bf16_bits(values[i]);
-      std::memcpy(t.data.data() + 2 * i, &h, 2);
-    }
-  }
+  encode(dtype, values.data(), static_cast<int64_t>(values.size()), t.data.data());
   return t;
 }
 

@@ -22,6 +22,11 @@ std::vector<std::string> Report::failed() const {
   return f;
 }
 
+void lse_base2_to_natural(std::vector<float>& lse) {
+  for (float& x : lse)
+    if (!is_poison(DType::f32, x)) x = static_cast<float>(static_cast<double>(x) * 0.69314718055994530942);
+}
+
 std::vector<float> select_rows(const Problem& p, const std::vector<float>& full, int64_t width,
                                const OracleResult& oracle) {
   if (oracle.rows.empty()) return full;

@@ -78,6 +78,10 @@ Report verify_output(const Problem& p, const Reference& ref, const KernelResult&
 std::string to_text(const Report& r);
 nlohmann::json to_json(const Report& r);
 
+// A kernel's base-2 LSE in natural log (ln x = log2 x · ln 2); poisoned entries stay poison so they
+// still read as unwritten.
+void lse_base2_to_natural(std::vector<float>& lse);
+
 // Rows of a full [B, Hq, Sq, X] tensor restricted to the oracle's rows (identity if all rows).
 std::vector<float> select_rows(const Problem& p, const std::vector<float>& full, int64_t width,
                                const OracleResult& oracle);

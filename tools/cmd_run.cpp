@@ -1,0 +1,229 @@
+// `flashcheck run` (campaigns), `flashcheck bench` (speed) and `flashcheck determinism`.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "fuzz/campaign.h"
+#include "gpu/bench.h"
+#include "gpu/device.h"
+#include "gpu/harness.h"
+#include "tools/commands.h"
+#include "verify/check_file.h"
+
+namespace flashcheck::cli {
+
+namespace {
+
+std::filesystem::path self_dir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path(".") : p.parent_path();
+}
+
+// The variants a command works on: built-ins plus plugins; `which` is a name or "all".
+std::vector<std::shared_ptr<Variant>> select(const std::string& which, const std::vector<std::string>& plugins,
+                                             bool default_plugin) {
+  std::vector<std::shared_ptr<Variant>> pool = Registry::builtin().all();
+  std::vector<std::string> libs = plugins;
+  // With no --plugin, the example CPU plugin built beside the binary joins `all`, so a machine
+  // without a GPU still validates an out-of-tree kernel by default.
+  if (libs.empty() && default_plugin && std::filesystem::exists(self_dir() / "example_cpu_plugin.so"))
+    libs.push_back((self_dir() / "example_cpu_plugin.so").string());
+  for (const auto& lib : libs)
+    for (auto& v : load_plugin(lib)) pool.push_back(v);
+  if (which == "all") return pool;
+  for (auto& v : pool)
+    if (v->name() == which) return {v};
+  std::string names;
+  for (auto& v : pool) names += " " + v->name();
+  throw CannotTest("no kernel named '" + which + "' (known:" + names + ")");
+}
+
+std::pair<int64_t, int64_t> parse_shard(const std::string& s) {
+  auto slash = s.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("");
+    int64_t i = std::stoll(s.substr(0, slash)), n = std::stoll(s.substr(slash + 1));
+    if (n < 1 || i < 0 || i >= n) throw std::invalid_argument("");
+    return {i, n};
+  } catch (const std::exception&) {
+    throw CannotTest("--shard wants i/N with 0 <= i < N, got '" + s + "'");
+  }
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("run", "fuzz campaign: random problems against the oracle, per kernel, failures shrunk");
+  struct Opts {
+    std::string kernel = "all", shard = "0/1", json, problem, dist = "normal";
+    std::vector<std::string> plugins;
+    CampaignOptions c;
+    uint64_t input_seed = 1;
+    bool no_shrink = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--kernel", o->kernel, "kernel name, or all (default)");
+  cmd->add_option("--plugin", o->plugins, "shared library exporting kernels through gpu/plugin/flashcheck_plugin.h");
+  cmd->add_option("--cases", o->c.cases, "problems per kernel (default 200)")->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->c.seed, "campaign seed: same seed and shard, same problems everywhere");
+  cmd->add_option("--shard", o->shard, "i/N: take cases c with c % N == i");
+  cmd->add_option("--max-seq", o->c.max_seq, "longest sequence drawn (default 300)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-work", o->c.max_work, "per-case cap on B*Hq*Sq*Skv*(Dqk+Dv) (default 3e7)");
+  cmd->add_option("--json", o->json, "write the summary as JSON to PATH, or - for stdout");
+  cmd->add_option("--problem", o->problem, "run this one problem instead of a campaign (as printed by a failure)");
+  cmd->add_option("--dist", o->dist, "input distribution for --problem");
+  cmd->add_option("--input-seed", o->input_seed, "input seed for --problem");
+  cmd->add_flag("--no-shrink", o->no_shrink, "report failures as drawn");
+  cmd->callback([o, &action] {
+    action = [o] {
+      std::tie(o->c.shard_index, o->c.shard_count) = parse_shard(o->shard);
+      o->c.shrink = !o->no_shrink;
+      auto variants = select(o->kernel, o->plugins, true);
+      const std::string plugin_arg = o->plugins.empty() ? "" : o->plugins.front();
+      if (!o->problem.empty()) {  // one case: the reproduction of a failure
+        Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
+        int rc = kCannotTest;
+        for (auto& v : variants) {
+          if (auto why = v->unavailable()) {
+            std::cout << v->name() << ": unavailable (" << *why << ")\n";
+            continue;
+          }
+          CaseOutcome out = run_case(*v, c, 4096);
+          if (out.skipped) {
+            std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
+            continue;
+          }
+          out.report.repro = repro_command(v->name(), c, plugin_arg);
+          std::cout << v->name() << ": " << to_text(out.report);
+          rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
+        }
+        return rc;
+      }
+      std::vector<VariantSummary> all;
+      for (auto& v : variants) {
+        VariantSummary s = run_campaign(*v, o->c, std::cout);
+        for (auto& r : s.repro)
+          if (!plugin_arg.empty()) r = repro_command(s.name, s.failures[&r - s.repro.data()].c, plugin_arg);
+        all.push_back(std::move(s));
+      }
+      std::printf("\n%-22s %7s %7s %7s %7s %10s %14s  %s\n", "variant", "cases", "passed", "failed", "skipped",
+                  "worst_ulp", "worst_cos", "note");
+      bool any_failed = false, any_tested = false;
+      for (auto& s : all) {
+        if (s.unavailable) {
+          std::printf("%-22s %7s %7s %7s %7s %10s %14s  unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-", "-",
+                      s.unavailable->c_str());
+          continue;
+        }
+        any_failed |= s.failed > 0;
+        any_tested |= (s.passed + s.failed) > 0;
+        std::printf("%-22s %7lld %7lld %7lld %7lld %10llu %14.9f\n", s.name.c_str(), static_cast<long long>(s.cases),
+                    static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
+                    static_cast<unsigned long long>(s.worst_ulp), s.worst_cos);
+      }
+      for (auto& s : all)
+        for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
+      if (!o->json.empty()) {
+        nlohmann::json j;
+        j["seed"] = o->c.seed;
+        j["shard"] = o->shard;
+        j["cases"] = o->c.cases;
+        for (auto& s : all) {
+          nlohmann::json v{{"name", s.name}, {"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed},
+                           {"skipped", s.skipped}, {"worst_ulp", s.worst_ulp}, {"worst_cos", s.worst_cos}};
+          if (s.unavailable) v["unavailable"] = *s.unavailable;
+          for (auto& f : s.failures) v["failures"].push_back(to_json(f.report));
+          j["variants"].push_back(v);
+        }
+        if (o->json == "-") {
+          std::cout << j.dump(2) << "\n";
+        } else {
+          std::ofstream(o->json) << j.dump(2) << "\n";
+        }
+      }
+      if (any_failed) return int{kMismatch};
+      if (!any_tested) {
+        std::fprintf(stderr, "flashcheck run: nothing could be tested (every kernel unavailable or every case skipped)\n");
+        return int{kCannotTest};
+      }
+      return int{kPass};
+    };
+  });
+}
+
+void add_bench(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("bench", "TFLOPS per kernel on given shapes (CUDA events, warm-up, median)");
+  struct Opts {
+    std::string kernel = "all";
+    std::vector<std::string> plugins, shapes{"b=4 h=16 s=4096 d=64 causal=none dtype=f32"};
+    int warmup = 5, iters = 30;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--kernel", o->kernel, "kernel name, or all");
+  cmd->add_option("--plugin", o->plugins, "plugin libraries");
+  cmd->add_option("--shape", o->shapes, "problem(s), e.g. \"b=4 h=16 s=4096 d=64 causal=none dtype=f32\"");
+  cmd->add_option("--warmup", o->warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--iters", o->iters, "timed runs; the median is reported")->check(CLI::PositiveNumber);
+  cmd->callback([o, &action] {
+    action = [o] {
+      auto variants = select(o->kernel, o->plugins, false);
+      std::printf("device: %s\n%-16s %-62s %10s %10s %9s\n", device::unavailable() ? "none" : device::name().c_str(),
+                  "kernel", "shape", "median_ms", "min_ms", "TFLOPS");
+      int measured = 0;
+      for (const auto& shape : o->shapes) {
+        const Problem p = parse_problem(shape);
+        for (auto& v : variants) {
+          if (v->unavailable() || v->unsupported(p) || (o->kernel == "all" && v->caps().memory == Memory::host)) continue;
+          BenchResult r = bench_variant(*v, p, o->warmup, o->iters);
+          std::printf("%-16s %-62s %10.3f %10.3f %9.2f\n", v->name().c_str(), to_string(p).c_str(), r.median_ms, r.min_ms,
+                      r.tflops);
+          ++measured;
+        }
+      }
+      return measured ? int{kPass} : int{kCannotTest};
+    };
+  });
+}
+
+void add_determinism(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("determinism", "run one kernel N times on the same inputs; O and LSE must be bitwise equal");
+  struct Opts {
+    std::string kernel, problem = "b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right dtype=f32";
+    std::vector<std::string> plugins;
+    int runs = 100;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--kernel", o->kernel, "kernel name")->required();
+  cmd->add_option("--plugin", o->plugins, "plugin libraries");
+  cmd->add_option("--problem", o->problem, "problem");
+  cmd->add_option("--runs", o->runs, "runs (default 100)")->check(CLI::PositiveNumber);
+  cmd->callback([o, &action] {
+    action = [o] {
+      auto v = select(o->kernel, o->plugins, false).front();
+      const Problem p = parse_problem(o->problem);
+      if (auto why = v->unavailable()) throw CannotTest(v->name() + " unavailable: " + *why);
+      if (auto why = v->unsupported(p)) throw CannotTest(v->name() + " does not support it: " + *why);
+      const Inputs in = make_inputs(p, 777);
+      const HarnessResult first = run_variant(*v, p, in);
+      for (int r = 1; r < o->runs; ++r) {
+        const HarnessResult again = run_variant(*v, p, in);
+        const bool same_o = std::memcmp(first.result.o.data(), again.result.o.data(), first.result.o.size() * 4) == 0;
+        const bool same_l = !first.result.lse ||
+                            std::memcmp(first.result.lse->data(), again.result.lse->data(), first.result.lse->size() * 4) == 0;
+        if (!same_o || !same_l) {
+          std::printf("%s: run %d differs from run 0 (%s): NOT deterministic\n", v->name().c_str(), r, same_o ? "lse" : "o");
+          return int{kMismatch};
+        }
+      }
+      std::printf("%s: %d runs bitwise identical (O and LSE) on %s\n", v->name().c_str(), o->runs, to_string(p).c_str());
+      return int{kPass};
+    };
+  });
+}
+
+}  // namespace flashcheck::cli
