@@ -14,7 +14,9 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   ProblemSpace s;
   s.max_seq = std::max<int64_t>(1, std::min(opt.max_seq, caps.max_seq));
   s.head_dims = caps.head_dims;
-  s.dtypes = caps.dtypes;
+  s.dtypes.clear();
+  for (DType d : caps.dtypes)
+    if (opt.dtypes.empty() || std::find(opt.dtypes.begin(), opt.dtypes.end(), d) != opt.dtypes.end()) s.dtypes.push_back(d);
   s.causals = caps.causals;
   s.allow_dv_ne_dqk = caps.dv_ne_dqk;
   if (!caps.gqa) s.max_group = 1;
@@ -145,6 +147,10 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
     return s;
   }
   const ProblemSpace space = space_for(v.caps(), opt);
+  if (space.dtypes.empty()) {
+    s.unavailable = "declares none of the requested dtypes";
+    return s;
+  }
   const bool tty = opt.progress && isatty(STDERR_FILENO);
   for (int64_t i = 0; i < opt.cases; ++i) {
     if (i % opt.shard_count != opt.shard_index) continue;

@@ -24,6 +24,7 @@ struct CampaignOptions {
   bool shrink = true;
   bool progress = true;                      // one updating line on stderr
   int64_t max_failures_kept = 5;             // per variant, with reports
+  std::vector<DType> dtypes;                 // restrict the drawn dtypes (empty: what the variant declares)
 };
 
 struct CaseOutcome {

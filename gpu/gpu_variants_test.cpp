@@ -1,6 +1,7 @@
 // GPU variants against the oracle. Without a GPU every test here reports SKIPPED, never passed.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -57,40 +58,57 @@ TEST(GpuVariants, EdgeShapesPass) {
       {1, 3, 1, 4097, 4097, 64, 64, Causal::bottom_right, {}, DType::f32},
   };
   for (auto& v : device_variants())
-    for (const Problem& p : shapes) {
-      CaseOutcome o = run_case(*v, Case{p, Dist::normal, flashcheck::testing::seed_for(72)}, 4096);
-      if (o.skipped) continue;
-      EXPECT_TRUE(o.passed) << v->name() << "\n" << to_text(o.report);
-    }
+    for (Problem p : shapes)
+      for (DType d : v->caps().dtypes) {
+        p.dtype = d;
+        CaseOutcome o = run_case(*v, Case{p, Dist::normal, flashcheck::testing::seed_for(72)}, 4096);
+        if (o.skipped) continue;
+        EXPECT_TRUE(o.passed) << v->name() << "\n" << to_text(o.report);
+      }
 }
 
 TEST(GpuVariants, AgreeWithTheReplicaAtTheirOwnNumerics) {
   REQUIRE_GPU();
-  Problem p{2, 4, 2, 300, 333, 64, 64, Causal::bottom_right, {}, DType::f32};
-  const Inputs in = make_inputs(p, flashcheck::testing::seed_for(73));
   for (auto& v : device_variants()) {
+    Problem p{2, 4, 2, 300, 333, 64, 64, Causal::bottom_right, {}, v->caps().dtypes.front()};
+    const Inputs in = make_inputs(p, flashcheck::testing::seed_for(73));
     ReplicaConfig cfg;
     cfg.block_q = v->caps().tile_q;
     cfg.block_kv = v->caps().tile_kv;
-    cfg.round_p = false;  // fp32 kernels keep P in fp32
+    cfg.round_p = p.dtype != DType::f32;  // fp32 kernels keep P in fp32; 16-bit ones feed it to the MMA
     cfg.finite_neg_inf = false;
-    cfg.use_exp2 = v->name() == "warp_f32x4";
+    cfg.use_exp2 = v->name() != "rowwise_f32";
     ReplicaResult rep = replica_attention(p, in, cfg);
     HarnessResult h = run_variant(*v, p, in);
-    uint64_t worst = 0;
-    for (size_t i = 0; i < rep.o.size(); ++i) worst = std::max(worst, ulp_distance(DType::f32, rep.o[i], h.result.o[i]));
-    std::printf("%s vs replica(Br=%lld, Bc=%lld): max %llu f32 ULP\n", v->name().c_str(),
-                static_cast<long long>(cfg.block_q), static_cast<long long>(cfg.block_kv),
-                static_cast<unsigned long long>(worst));
-    EXPECT_LT(worst, 4096u) << v->name();
+    // Relative to the output's scale: ULPs of outputs that cancel to near 0 say nothing.
+    double scale = 0, worst = 0;
+    for (float x : rep.o) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+    for (size_t i = 0; i < rep.o.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(rep.o[i]) - h.result.o[i]));
+    std::printf("%s vs replica(Br=%lld, Bc=%lld): max |diff| = %.3g = %.3g x max|O|\n", v->name().c_str(),
+                static_cast<long long>(cfg.block_q), static_cast<long long>(cfg.block_kv), worst, worst / scale);
+    if (p.dtype != DType::f32) {
+      uint64_t ulp_max = 0;
+      int64_t over1 = 0;
+      for (size_t i = 0; i < rep.o.size(); ++i) {
+        const uint64_t u = ulp_distance(p.dtype, rep.o[i], h.result.o[i]);
+        ulp_max = std::max(ulp_max, u);
+        over1 += u > 1;
+      }
+      std::printf("%s vs replica: max %llu %s ULP, %.4f%% of elements beyond 1 ULP\n", v->name().c_str(),
+                  static_cast<unsigned long long>(ulp_max), std::string(to_string(p.dtype)).c_str(),
+                  100.0 * static_cast<double>(over1) / static_cast<double>(rep.o.size()));
+    }
+    // fp32 kernels differ from the replica only by summation order; 16-bit ones also by where the
+    // MMA rounds, bounded by one P rounding (u_p) of the output scale.
+    EXPECT_LT(worst, (p.dtype == DType::f32 ? 1e-5 : 2 * unit_roundoff(p.dtype)) * scale) << v->name();
   }
 }
 
 TEST(GpuVariants, AreDeterministic) {
   REQUIRE_GPU();
-  Problem p{2, 4, 2, 513, 700, 128, 128, Causal::top_left, {}, DType::f32};
-  const Inputs in = make_inputs(p, flashcheck::testing::seed_for(74));
   for (auto& v : device_variants()) {
+    Problem p{2, 4, 2, 513, 700, 128, 128, Causal::top_left, {}, v->caps().dtypes.front()};
+    const Inputs in = make_inputs(p, flashcheck::testing::seed_for(74));
     HarnessResult first = run_variant(*v, p, in);
     for (int r = 0; r < 20; ++r) {
       HarnessResult again = run_variant(*v, p, in);

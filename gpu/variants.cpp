@@ -10,6 +10,7 @@ Registry& Registry::builtin() {
 #if FLASHCHECK_HAVE_CUDA
     reg.add(make_rowwise_f32_variant());
     reg.add(make_warp_f32x4_variant());
+    reg.add(make_mma_f16_variant());
 #endif
     return reg;
   }();

@@ -10,6 +10,7 @@ std::shared_ptr<Variant> make_replica_variant();
 #if FLASHCHECK_HAVE_CUDA
 std::shared_ptr<Variant> make_rowwise_f32_variant();
 std::shared_ptr<Variant> make_warp_f32x4_variant();
+std::shared_ptr<Variant> make_mma_f16_variant();
 #endif
 
 }  // namespace flashcheck

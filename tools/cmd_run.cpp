@@ -61,7 +61,7 @@ void add_run(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("run", "fuzz campaign: random problems against the oracle, per kernel, failures shrunk");
   struct Opts {
     std::string kernel = "all", shard = "0/1", json, problem, dist = "normal";
-    std::vector<std::string> plugins;
+    std::vector<std::string> plugins, dtypes;
     CampaignOptions c;
     uint64_t input_seed = 1;
     bool no_shrink = false;
@@ -72,6 +72,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--cases", o->c.cases, "problems per kernel (default 200)")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->c.seed, "campaign seed: same seed and shard, same problems everywhere");
   cmd->add_option("--shard", o->shard, "i/N: take cases c with c % N == i");
+  cmd->add_option("--dtype", o->dtypes, "only these dtypes (f32, f16, bf16); default: all a kernel declares");
   cmd->add_option("--max-seq", o->c.max_seq, "longest sequence drawn (default 300)")->check(CLI::PositiveNumber);
   cmd->add_option("--max-work", o->c.max_work, "per-case cap on B*Hq*Sq*Skv*(Dqk+Dv) (default 3e7)");
   cmd->add_option("--json", o->json, "write the summary as JSON to PATH, or - for stdout");
@@ -83,6 +84,8 @@ void add_run(CLI::App& app, Action& action) {
     action = [o] {
       std::tie(o->c.shard_index, o->c.shard_count) = parse_shard(o->shard);
       o->c.shrink = !o->no_shrink;
+      o->c.dtypes.clear();
+      for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
       auto variants = select(o->kernel, o->plugins, true);
       const std::string plugin_arg = o->plugins.empty() ? "" : o->plugins.front();
       if (!o->problem.empty()) {  // one case: the reproduction of a failure

@@ -19,5 +19,6 @@ struct FwdParams {
 // any CUDA error.
 void launch_rowwise_f32(const FwdParams& p, void* stream);
 void launch_warp_f32x4(const FwdParams& p, void* stream);
+void launch_mma_f16(const FwdParams& p, bool bf16, void* stream);
 
 }  // namespace flashcheck::kernels

@@ -4,14 +4,16 @@
 
 namespace flashcheck::kernels {
 
-// Tile sizes per padded head dim, in one table. Threads shrink as the head dim grows so that Q and
-// O slices (2 rows × DP/16 floats each) stay in registers.
+// Tile sizes per padded head dim, in one table. Every K/V float4 a lane reads from shared memory
+// feeds kRowsPerGroup rows, so more rows per group means fewer shared-memory bytes per FMA (the
+// limit at D = 64); the Q and O slices (rows × DP/16 floats each) must still fit in registers, so
+// rows and threads shrink as the head dim grows.
 template <int DP>
 struct WarpF32x4Traits {
   static constexpr int kHeadDim = DP;  // Dqk and Dv are zero-padded up to this
-  static constexpr int kThreads = DP == 64 ? 1024 : DP == 128 ? 512 : 256;
+  static constexpr int kThreads = DP == 256 ? 256 : 512;
   static constexpr int kGroups = kThreads / 16;
-  static constexpr int kRowsPerGroup = 2;
+  static constexpr int kRowsPerGroup = DP == 64 ? 4 : 2;
   static constexpr int kBlockQ = kGroups * kRowsPerGroup;
   static constexpr int kBlockKV = 32;
   static constexpr int kChunks = DP / 64;  // float4s per lane per row

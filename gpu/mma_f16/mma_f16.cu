@@ -1,0 +1,249 @@
+// mma_f16: FlashAttention-2 forward on mma.sync tensor cores (sm_80+), bf16 or fp16 in, fp32
+// accumulators, for the design of seeds/003 (TileLang): 128-row Q blocks, pipelined K/V tiles,
+// exp2 with log2(e) folded into the scale, P rounded to the input type and kept in registers
+// between the two GEMMs, bottom-right causal offsets, LSE out.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "gpu/common/cp_async.cuh"
+#include "gpu/common/mask.cuh"
+#include "gpu/common/params.h"
+#include "gpu/cuda_check.h"
+#include "gpu/mma_f16/mma.cuh"
+#include "gpu/mma_f16/softmax.cuh"
+#include "gpu/mma_f16/tile_size.h"
+
+namespace flashcheck::kernels {
+
+// Shared-memory tiles are rows of D 16-bit elements, 16-byte chunk c of row r stored at chunk
+// c ^ (r % 8): the 8 rows an ldmatrix phase reads then sit in 8 different bank groups instead of
+// one (a plain layout with 256-byte rows would be an 8-way bank conflict).
+template <int D>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+// Copies `rows` rows of a [len, D] tensor starting at row r0 into a swizzled tile; rows past `len`
+// become zeros without being read.
+template <int D, int kThreads>
+__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* g, int r0, int rows, int len, int tid) {
+  constexpr int kChunks = D / 8;
+  for (int i = tid; i < rows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool ok = r0 + r < len;
+    cp_async_16(tile + swz<D>(r, c * 8), ok ? g + static_cast<size_t>(r0 + r) * D + c * 8 : g, ok);
+  }
+}
+
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, D == 256 ? 1 : 2) mma_f16_kernel(FwdParams p) {
+  using T = MmaF16Traits<D>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN, MT = T::kMTiles, NT = T::kNTiles, DT = T::kDTiles;
+  extern __shared__ __align__(128) uint16_t smem[];
+  uint16_t* sQ = smem;
+  uint16_t* sK = sQ + BM * D;             // [stage][BN][D]
+  uint16_t* sV = sK + T::kStages * BN * D;  // [stage][BN][D]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Causal blocks near the bottom of the sequence do the most work: launch them first.
+  const int q_tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int q0 = q_tile * BM, h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (p.heads_q / p.heads_kv);
+  const uint16_t* Q = static_cast<const uint16_t*>(p.q) + (static_cast<size_t>(b) * p.heads_q + h) * p.seq_q * D;
+  const uint16_t* K = static_cast<const uint16_t*>(p.k) + (static_cast<size_t>(b) * p.heads_kv + hk) * p.seq_kv * D;
+  const uint16_t* V = static_cast<const uint16_t*>(p.v) + (static_cast<size_t>(b) * p.heads_kv + hk) * p.seq_kv * D;
+
+  const int q_last = min(q0 + BM, p.seq_q) - 1;
+  const int kv_end = kv_visible(q_last, p.seq_q, p.seq_kv, p.causal);  // tiles past this never load
+  const int kv_first_row = kv_visible(q0, p.seq_q, p.seq_kv, p.causal);  // keys every row of the block sees
+  const int n_tiles = (kv_end + BN - 1) / BN;
+
+  load_tile<D, T::kThreads>(sQ, Q, q0, BM, p.seq_q, tid);
+  if (n_tiles > 0) {
+    load_tile<D, T::kThreads>(sK, K, 0, BN, p.seq_kv, tid);
+    load_tile<D, T::kThreads>(sV, V, 0, BN, p.seq_kv, tid);
+  }
+  cp_async_commit();
+
+  // This thread's rows: m-tile mt, half hf -> row warp·16·MT + 16·mt + lane/4 + 8·hf.
+  const int wrow = warp * 16 * MT;
+  int n_vis[MT][2];
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int row = q0 + wrow + 16 * mt + (lane >> 2) + 8 * hf;
+      n_vis[mt][hf] = row < p.seq_q ? kv_visible(row, p.seq_q, p.seq_kv, p.causal) : 0;
+      m[mt][hf] = -INFINITY;
+      l[mt][hf] = 0.0f;
+    }
+  float acc_o[MT][DT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.0f;
+  const float sl2 = p.scale * 1.4426950408889634f;
+
+  // ldmatrix row addresses this lane supplies (see mma.cuh for the fragment layouts).
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;        // Q: A operand
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;        // K: B operand
+  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;        // V: B via .trans
+
+  for (int t = 0; t < n_tiles; ++t) {
+    if (t + 1 < n_tiles) {  // stream tile t+1 in while tile t is computed on
+      const int st = (t + 1) & 1;
+      load_tile<D, T::kThreads>(sK + st * BN * D, K, (t + 1) * BN, BN, p.seq_kv, tid);
+      load_tile<D, T::kThreads>(sV + st * BN * D, V, (t + 1) * BN, BN, p.seq_kv, tid);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const uint16_t* tK = sK + (t & 1) * BN * D;
+    const uint16_t* tV = sV + (t & 1) * BN * D;
+    const int k0 = t * BN;
+
+    // S = Q Kᵀ for this warp's 16·MT rows and the tile's BN keys.
+    float s[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], smem_u32(sQ + swz<D>(wrow + 16 * mt + a_row, ks * 16 + a_col)));
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bk[4];
+        ldmatrix_x4(bk, smem_u32(tK + swz<D>(np * 16 + b_row, ks * 16 + b_col)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816<kBf16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
+          mma_16816<kBf16>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+        }
+      }
+    }
+
+    // Mask only the tiles that need it: the sequence tail, and tiles crossing the causal diagonal.
+    if (k0 + BN > p.seq_kv || k0 + BN > kv_first_row) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+            if (key >= n_vis[mt][e >> 1]) s[mt][nt][e] = -INFINITY;  // exp2(-inf) = 0: no weight
+          }
+    }
+
+    // Online softmax per row, then P (rounded to the input type) straight from registers into P·V.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float row_s[2 * NT];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          row_s[2 * nt] = s[mt][nt][2 * hf];
+          row_s[2 * nt + 1] = s[mt][nt][2 * hf + 1];
+        }
+        const float corr = online_softmax_row(row_s, m[mt][hf], l[mt][hf], sl2);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          s[mt][nt][2 * hf] = row_s[2 * nt];
+          s[mt][nt][2 * hf + 1] = row_s[2 * nt + 1];
+        }
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          acc_o[mt][dt][2 * hf] *= corr;
+          acc_o[mt][dt][2 * hf + 1] *= corr;
+        }
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      // The accumulator layout of two n8 tiles is the A-operand layout of one k16 slice.
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = pack2<kBf16>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack2<kBf16>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack2<kBf16>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<kBf16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < DT / 2; ++dp) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, smem_u32(tV + swz<D>(kk * 16 + v_row, dp * 16 + v_col)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816<kBf16>(acc_o[mt][2 * dp], a[mt], bv[0], bv[1]);
+          mma_16816<kBf16>(acc_o[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    __syncthreads();  // the stage just read is the next prefetch's destination
+  }
+
+  // Epilogue: normalise, round to the output type through shared memory (reusing Q's tile) so
+  // that global stores are whole 16-byte chunks, and write LSE in natural log.
+  float* lse = p.lse ? p.lse + (static_cast<size_t>(b) * p.heads_q + h) * p.seq_q : nullptr;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float lt = quad_sum(l[mt][hf]);
+      const float inv = lt > 0.0f ? 1.0f / lt : 0.0f;  // a row with no visible key: O = 0, never 0/0
+      const int r = wrow + 16 * mt + (lane >> 2) + 8 * hf;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        const uint32_t v = pack2<kBf16>(acc_o[mt][dt][2 * hf] * inv, acc_o[mt][dt][2 * hf + 1] * inv);
+        *reinterpret_cast<uint32_t*>(sQ + swz<D>(r, dt * 8 + (lane & 3) * 2)) = v;
+      }
+      if (lse && (lane & 3) == 0 && q0 + r < p.seq_q)
+        lse[q0 + r] = lt > 0.0f ? (m[mt][hf] * sl2 + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+    }
+  __syncthreads();
+  uint16_t* O = static_cast<uint16_t*>(p.o) + (static_cast<size_t>(b) * p.heads_q + h) * p.seq_q * D;
+  for (int i = tid; i < BM * (D / 8); i += T::kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8);
+    if (q0 + r < p.seq_q)
+      *reinterpret_cast<uint4*>(O + static_cast<size_t>(q0 + r) * D + c * 8) =
+          *reinterpret_cast<const uint4*>(sQ + swz<D>(r, c * 8));
+  }
+}
+
+template <int D, bool kBf16>
+void launch(const FwdParams& p, cudaStream_t s) {
+  using T = MmaF16Traits<D>;
+  FC_CUDA_CHECK(cudaFuncSetAttribute(mma_f16_kernel<D, kBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(T::kSmemBytes)));
+  dim3 grid(static_cast<unsigned>((p.seq_q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(p.heads_q),
+            static_cast<unsigned>(p.batch));
+  mma_f16_kernel<D, kBf16><<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
+  FC_CHECK_LAUNCH("mma_f16_kernel");
+}
+
+void launch_mma_f16(const FwdParams& p, bool bf16, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (p.head_dim_qk) {
+    case 64: return bf16 ? launch<64, true>(p, s) : launch<64, false>(p, s);
+    case 128: return bf16 ? launch<128, true>(p, s) : launch<128, false>(p, s);
+    case 256: return bf16 ? launch<256, true>(p, s) : launch<256, false>(p, s);
+    default: throw std::invalid_argument("mma_f16: head dim " + std::to_string(p.head_dim_qk) + " not compiled");
+  }
+}
+
+}  // namespace flashcheck::kernels

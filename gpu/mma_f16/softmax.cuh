@@ -1,0 +1,44 @@
+// Online softmax on mma.sync accumulators. A thread's S fragment holds, per m16 tile, two rows
+// (lane/4 and lane/4 + 8) × 2 columns per n8 tile; the four lanes sharing lane/4 hold the rest of
+// those rows, so row reductions are two xor-shuffles.
+#pragma once
+#include <cmath>
+
+namespace flashcheck::kernels {
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Rescales the running state of one row for a new tile and turns its scores into probabilities.
+// `s` are raw scores (masked ones -inf), m the running max of raw scores, `sl2` = scale·log2(e):
+// p = 2^(s·sl2 − m·sl2) is one FFMA and one EX2 per score. Returns the factor the row's O
+// accumulator must be multiplied by.
+template <int N>
+__device__ __forceinline__ float online_softmax_row(float (&s)[N], float& m, float& l, float sl2) {
+  float mt = s[0];
+#pragma unroll
+  for (int i = 1; i < N; ++i) mt = fmaxf(mt, s[i]);
+  const float m_new = fmaxf(m, quad_max(mt));
+  // Until a row has seen a visible key its max stays -inf, and (-inf) - (-inf) = NaN: shift by 0
+  // instead (every p is exp2(-inf) = 0 anyway, and the correction exp2(-inf) = 0 clears nothing).
+  const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+  const float corr = exp2f((m - m_use) * sl2);
+  const float shift = m_use * sl2;
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    s[i] = exp2f(fmaf(s[i], sl2, -shift));
+    sum += s[i];
+  }
+  l = l * corr + sum;  // lane-partial: reduced over the quad once, at the end
+  m = m_new;
+  return corr;
+}
+
+}  // namespace flashcheck::kernels

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# GPU validation in one call, building nothing: the GPU test suite, a campaign per device variant,
+# compute-sanitizer memcheck and racecheck on small problems, the 100-run determinism check and
+# the benchmark. Logs go to $OUT (or ./device-out); the last lines are a summary table.
+#
+#   gpu/scripts/device_check.sh BUILD_DIR [CASES] [SEED]
+set -u
+build=${1:-.devbuild}
+cases=${2:-1000}
+seed=${3:-$RANDOM}
+out=${OUT:-device-out}
+mkdir -p "$out"
+[ -d "$build/lib" ] && export LD_LIBRARY_PATH="$PWD/$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fc="$build/flashcheck"
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+step() {  # step NAME LOGFILE CMD...
+  local name=$1 log=$2; shift 2
+  local t0=$SECONDS
+  "$@" >"$out/$log" 2>&1
+  local rc=$?
+  note "$(printf '%-44s rc=%-3s %4ss  (%s)' "$name" "$rc" "$((SECONDS - t0))" "$log")"
+  tail -n 15 "$out/$log"
+}
+
+nvidia-smi -L | tee "$out/device.txt"
+variants=${VARIANTS:-$("$fc" run --cases 1 --no-shrink 2>/dev/null | awk '/^(rowwise|warp|mma)/ {print $1}')}
+echo "device variants: $variants; campaign seed $seed"
+
+step "gpu test suite" gpu_tests.log "$build/gpu/gpu_variants_test"
+for v in $variants; do
+  step "campaign $v ($cases cases)" "campaign_$v.log" "$fc" run --kernel "$v" --cases "$cases" --seed "$seed" \
+    --max-seq 1100 --max-work 4e8
+  step "memcheck $v" "memcheck_$v.log" compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$fc" run --kernel "$v" --cases 12 --seed "$seed" --max-seq 140 --no-shrink
+  step "racecheck $v" "racecheck_$v.log" compute-sanitizer --tool racecheck --error-exitcode 3 \
+    "$fc" run --kernel "$v" --cases 3 --seed "$seed" --max-seq 100 --no-shrink
+  step "determinism $v (100 runs)" "determinism_$v.log" "$fc" determinism --kernel "$v" --runs 100 \
+    --problem "${DET_PROBLEM:-b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right dtype=f32}"
+done
+if [ -n "${BENCH_SHAPES:-}" ]; then
+  args=()
+  while IFS= read -r s; do [ -n "$s" ] && args+=(--shape "$s"); done <<<"$BENCH_SHAPES"
+  step "bench" bench.log "$fc" bench "${args[@]}"
+  cat "$out/bench.log"
+fi
+echo
+echo "================ summary (seed $seed) ================"
+printf '%s\n' "${summary[@]}"
