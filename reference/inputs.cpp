@@ -35,6 +35,8 @@ std::vector<float> fill(const Problem& p, int64_t rows, int64_t dim, int64_t seq
                         Dist dist, bool is_key) {
   CounterRng rng(seed, stream);
   std::vector<float> out(static_cast<size_t>(rows * dim));
+  // Counter-based: each element depends only on (seed, stream, index), so threads change nothing.
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     int64_t pos = r % seq;  // position inside its sequence
     double row_factor = 1.0;

@@ -11,8 +11,8 @@ namespace flashcheck {
 struct Tolerance {
   double min_cosine;      // 2⟨o,r⟩/(‖o‖²+‖r‖²) over the checked elements
   double max_rel_l2;      // ‖o − r‖ / ‖r‖
-  double baseline_k;      // max|o − r| ≤ k · max|baseline − r| + atol
-  double baseline_atol;
+  double baseline_k;      // max|o − r| ≤ k · max|baseline − r| + atol · max|r|
+  double baseline_atol;   // relative to the output's scale: one output rounding is always allowed
   double lse_atol;        // |lse − lse_ref| ≤ atol + rtol·|lse_ref| (natural log)
   double lse_rtol;
   uint64_t ulp_n;         // elements more than ulp_n ULP (in the output dtype) from the rounded oracle...

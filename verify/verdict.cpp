@@ -96,7 +96,7 @@ Report verify_output(const Problem& p, const Reference& ref, const KernelResult&
   r.elements = static_cast<int64_t>(n_o);
 
   CosineAccumulator cos;
-  double diff2 = 0, ref2 = 0, ulp_sum = 0;
+  double diff2 = 0, ref2 = 0, ulp_sum = 0, max_ref = 0;
   int64_t ulp_count = 0;
   std::optional<Location> first_nan;
   double worst_err = -1;
@@ -142,6 +142,7 @@ Report verify_output(const Problem& p, const Reference& ref, const KernelResult&
     cos.add(k, o);
     diff2 += err * err;
     ref2 += o * o;
+    max_ref = std::max(max_ref, std::fabs(o));
     r.max_abs = std::max(r.max_abs, err);
     // An eager baseline that overflows (f16 scores past 65504) has no error to scale by: the rule
     // then does not apply, and the remaining criteria judge alone.
@@ -172,10 +173,10 @@ Report verify_output(const Problem& p, const Reference& ref, const KernelResult&
       "elements of rows with no visible key that are not exactly 0");
   add("cosine", r.cosine >= tol.min_cosine, r.cosine, tol.min_cosine, "2<o,r>/(|o|^2+|r|^2), at least");
   add("rel_l2", r.rel_l2 <= tol.max_rel_l2, r.rel_l2, tol.max_rel_l2, "|o-r|/|r|, at most");
-  const double blimit = tol.baseline_k * r.baseline_max_abs + tol.baseline_atol;
+  const double blimit = tol.baseline_k * r.baseline_max_abs + tol.baseline_atol * max_ref;
   add("baseline_relative", r.max_abs <= blimit, r.max_abs, blimit,
       std::isinf(blimit) ? "not applicable: the same-dtype eager baseline overflowed"
-                         : "max|o-r| <= k*max|baseline-r| + atol (same-dtype eager baseline)");
+                         : "max|o-r| <= k*max|baseline-r| + atol*max|r| (same-dtype eager baseline)");
   const double frac = ulp_count ? static_cast<double>(r.ulp_over_n) / static_cast<double>(ulp_count) : 0.0;
   add("ulp", frac <= tol.ulp_max_frac, frac, tol.ulp_max_frac,
       tol.ulp_max_frac >= 1.0 ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")

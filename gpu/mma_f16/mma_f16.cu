@@ -197,6 +197,13 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, D == 256 ? 1 : 2) m
     __syncthreads();  // the stage just read is the next prefetch's destination
   }
 
+  // A block whose rows see no key at all ran no iteration: its Q copy may still be landing in the
+  // tile the epilogue reuses. (Found by flashcheck's empty-row check: garbage in rows that must be 0.)
+  if (n_tiles == 0) {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+
   // Epilogue: normalise, round to the output type through shared memory (reusing Q's tile) so
   // that global stores are whole 16-byte chunks, and write LSE in natural log.
   float* lse = p.lse ? p.lse + (static_cast<size_t>(b) * p.heads_q + h) * p.seq_q : nullptr;

@@ -16,9 +16,12 @@ __device__ __forceinline__ float quad_sum(float x) {
 }
 
 // Rescales the running state of one row for a new tile and turns its scores into probabilities.
-// `s` are raw scores (masked ones -inf), m the running max of raw scores, `sl2` = scale·log2(e):
-// p = 2^(s·sl2 − m·sl2) is one FFMA and one EX2 per score. Returns the factor the row's O
-// accumulator must be multiplied by.
+// `s` are raw scores (masked ones -inf), m the running max of raw scores, `sl2` = scale·log2(e).
+// p = 2^((s − m)·sl2), not the one-FFMA 2^(s·sl2 − m·sl2): there the rounding of m·sl2 is not
+// cancelled, so the max key's p is 2^δ instead of 1 with |δ| ≈ |m·sl2|·2^-24. That costs one
+// output ULP once P is rounded, and past |m·sl2| ≈ 2^31 it overflows p or l to inf or 0 (flashcheck
+// found both on its `large` inputs). s − m is exact near the max (Sterbenz), so p_max = 1 exactly.
+// Returns the factor the row's O accumulator must be multiplied by.
 template <int N>
 __device__ __forceinline__ float online_softmax_row(float (&s)[N], float& m, float& l, float sl2) {
   float mt = s[0];
@@ -29,11 +32,10 @@ __device__ __forceinline__ float online_softmax_row(float (&s)[N], float& m, flo
   // instead (every p is exp2(-inf) = 0 anyway, and the correction exp2(-inf) = 0 clears nothing).
   const float m_use = m_new == -INFINITY ? 0.0f : m_new;
   const float corr = exp2f((m - m_use) * sl2);
-  const float shift = m_use * sl2;
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    s[i] = exp2f(fmaf(s[i], sl2, -shift));
+    s[i] = exp2f((s[i] - m_use) * sl2);
     sum += s[i];
   }
   l = l * corr + sum;  // lane-partial: reduced over the quad once, at the end
