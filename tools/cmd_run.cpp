@@ -196,19 +196,20 @@ void add_bench(CLI::App& app, Action& action) {
 void add_determinism(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("determinism", "run one kernel N times on the same inputs; O and LSE must be bitwise equal");
   struct Opts {
-    std::string kernel, problem = "b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right dtype=f32";
+    std::string kernel, problem = "b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right";
     std::vector<std::string> plugins;
     int runs = 100;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--kernel", o->kernel, "kernel name")->required();
   cmd->add_option("--plugin", o->plugins, "plugin libraries");
-  cmd->add_option("--problem", o->problem, "problem");
+  cmd->add_option("--problem", o->problem, "problem (without dtype=: the kernel's first declared dtype)");
   cmd->add_option("--runs", o->runs, "runs (default 100)")->check(CLI::PositiveNumber);
   cmd->callback([o, &action] {
     action = [o] {
       auto v = select(o->kernel, o->plugins, false).front();
-      const Problem p = parse_problem(o->problem);
+      Problem p = parse_problem(o->problem);
+      if (o->problem.find("dtype=") == std::string::npos) p.dtype = v->caps().dtypes.front();
       if (auto why = v->unavailable()) throw CannotTest(v->name() + " unavailable: " + *why);
       if (auto why = v->unsupported(p)) throw CannotTest(v->name() + " does not support it: " + *why);
       const Inputs in = make_inputs(p, 777);

@@ -39,7 +39,8 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* g, int
 }
 
 template <int D, bool kBf16>
-__global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, D == 256 ? 1 : 2) mma_f16_kernel(FwdParams p) {
+__global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kWarps == 8 ? 1 : 2)
+    mma_f16_kernel(FwdParams p) {
   using T = MmaF16Traits<D>;
   constexpr int BM = T::kBlockM, BN = T::kBlockN, MT = T::kMTiles, NT = T::kNTiles, DT = T::kDTiles;
   extern __shared__ __align__(128) uint16_t smem[];
@@ -90,10 +91,18 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, D == 256 ? 1 : 2) m
       for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.0f;
   const float sl2 = p.scale * 1.4426950408889634f;
 
-  // ldmatrix row addresses this lane supplies (see mma.cuh for the fragment layouts).
-  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;        // Q: A operand
-  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;        // K: B operand
-  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;        // V: B via .trans
+  // ldmatrix row addresses this lane supplies (fragment layouts in mma.cuh). In the swizzled tiles
+  // the chunk of column 16·ks + 8·b (b ∈ {0,1}) in row r sits at (2ks + b) ^ (r % 8) = 2ks ^ (b ^ r % 8):
+  // so each address is one per-lane base XOR a compile-time (ks << 5), with no per-(ks, tile)
+  // address registers (hoisting ~80 of those was what made the compiler spill). Valid because every
+  // tile starts at a multiple of 2·D bytes, so row offsets never touch the chunk bits.
+  constexpr uint32_t kRowBytes = 2 * D;
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_b = lane >> 4;         // Q: A operand
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_b = (lane >> 3) & 1;         // K: B operand
+  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_b = lane >> 4;         // V: B via .trans
+  const uint32_t q_base = smem_u32(sQ) + (wrow + a_row) * kRowBytes + ((a_b ^ (a_row & 7)) << 4);
+  const uint32_t k_lane = b_row * kRowBytes + ((b_b ^ (b_row & 7)) << 4);
+  const uint32_t v_lane = v_row * kRowBytes + ((v_b ^ (v_row & 7)) << 4);
 
   for (int t = 0; t < n_tiles; ++t) {
     if (t + 1 < n_tiles) {  // stream tile t+1 in while tile t is computed on
@@ -106,8 +115,8 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, D == 256 ? 1 : 2) m
       cp_async_wait<0>();
     }
     __syncthreads();
-    const uint16_t* tK = sK + (t & 1) * BN * D;
-    const uint16_t* tV = sV + (t & 1) * BN * D;
+    const uint32_t k_base = smem_u32(sK + (t & 1) * BN * D) + k_lane;
+    const uint32_t v_base = smem_u32(sV + (t & 1) * BN * D) + v_lane;
     const int k0 = t * BN;
 
     // S = Q Kᵀ for this warp's 16·MT rows and the tile's BN keys.
@@ -122,11 +131,11 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, D == 256 ? 1 : 2) m
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], smem_u32(sQ + swz<D>(wrow + 16 * mt + a_row, ks * 16 + a_col)));
+      for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], (q_base + mt * 16 * kRowBytes) ^ (ks << 5));
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         uint32_t bk[4];
-        ldmatrix_x4(bk, smem_u32(tK + swz<D>(np * 16 + b_row, ks * 16 + b_col)));
+        ldmatrix_x4(bk, (k_base + np * 16 * kRowBytes) ^ (ks << 5));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_16816<kBf16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
@@ -153,18 +162,7 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, D == 256 ? 1 : 2) m
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        float row_s[2 * NT];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          row_s[2 * nt] = s[mt][nt][2 * hf];
-          row_s[2 * nt + 1] = s[mt][nt][2 * hf + 1];
-        }
-        const float corr = online_softmax_row(row_s, m[mt][hf], l[mt][hf], sl2);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          s[mt][nt][2 * hf] = row_s[2 * nt];
-          s[mt][nt][2 * hf + 1] = row_s[2 * nt + 1];
-        }
+        const float corr = online_softmax_row(s[mt], hf, m[mt][hf], l[mt][hf], sl2);
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {
           acc_o[mt][dt][2 * hf] *= corr;
@@ -186,7 +184,7 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, D == 256 ? 1 : 2) m
 #pragma unroll
       for (int dp = 0; dp < DT / 2; ++dp) {
         uint32_t bv[4];
-        ldmatrix_x4_trans(bv, smem_u32(tV + swz<D>(kk * 16 + v_row, dp * 16 + v_col)));
+        ldmatrix_x4_trans(bv, (v_base + kk * 16 * kRowBytes) ^ (dp << 5));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_16816<kBf16>(acc_o[mt][2 * dp], a[mt], bv[0], bv[1]);

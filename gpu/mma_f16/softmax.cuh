@@ -22,11 +22,12 @@ __device__ __forceinline__ float quad_sum(float x) {
 // output ULP once P is rounded, and past |m·sl2| ≈ 2^31 it overflows p or l to inf or 0 (flashcheck
 // found both on its `large` inputs). s − m is exact near the max (Sterbenz), so p_max = 1 exactly.
 // Returns the factor the row's O accumulator must be multiplied by.
-template <int N>
-__device__ __forceinline__ float online_softmax_row(float (&s)[N], float& m, float& l, float sl2) {
-  float mt = s[0];
+// `s` is one m16 tile's accumulator [n8 tiles][4]; `hf` picks the row (elements 2hf, 2hf+1).
+template <int NT>
+__device__ __forceinline__ float online_softmax_row(float (&s)[NT][4], int hf, float& m, float& l, float sl2) {
+  float mt = s[0][2 * hf];
 #pragma unroll
-  for (int i = 1; i < N; ++i) mt = fmaxf(mt, s[i]);
+  for (int i = 0; i < NT; ++i) mt = fmaxf(mt, fmaxf(s[i][2 * hf], s[i][2 * hf + 1]));
   const float m_new = fmaxf(m, quad_max(mt));
   // Until a row has seen a visible key its max stays -inf, and (-inf) - (-inf) = NaN: shift by 0
   // instead (every p is exp2(-inf) = 0 anyway, and the correction exp2(-inf) = 0 clears nothing).
@@ -34,9 +35,12 @@ __device__ __forceinline__ float online_softmax_row(float (&s)[N], float& m, flo
   const float corr = exp2f((m - m_use) * sl2);
   float sum = 0.0f;
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    s[i] = exp2f((s[i] - m_use) * sl2);
-    sum += s[i];
+  for (int i = 0; i < NT; ++i) {
+#pragma unroll
+    for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+      s[i][e] = exp2f((s[i][e] - m_use) * sl2);
+      sum += s[i][e];
+    }
   }
   l = l * corr + sum;  // lane-partial: reduced over the quad once, at the end
   m = m_new;

@@ -29,20 +29,26 @@ echo "device variants: $variants; campaign seed $seed"
 
 step "gpu test suite" gpu_tests.log "$build/gpu/gpu_variants_test"
 for v in $variants; do
-  step "campaign $v ($cases cases)" "campaign_$v.log" "$fc" run --kernel "$v" --cases "$cases" --seed "$seed" \
-    --max-seq 1100 --max-work 4e8
+  n_var="CASES_$v"; n=${!n_var:-$cases}  # e.g. CASES_mma_f16=4000: ~2000 per dtype it declares
+  step "campaign $v ($n cases)" "campaign_$v.log" "$fc" run --kernel "$v" --cases "$n" --seed "$seed" \
+    --max-seq 1100 --max-work "${MAX_WORK:-1e8}"
   step "memcheck $v" "memcheck_$v.log" compute-sanitizer --tool memcheck --error-exitcode 3 \
     "$fc" run --kernel "$v" --cases 12 --seed "$seed" --max-seq 140 --no-shrink
   step "racecheck $v" "racecheck_$v.log" compute-sanitizer --tool racecheck --error-exitcode 3 \
     "$fc" run --kernel "$v" --cases 3 --seed "$seed" --max-seq 100 --no-shrink
   step "determinism $v (100 runs)" "determinism_$v.log" "$fc" determinism --kernel "$v" --runs 100 \
-    --problem "${DET_PROBLEM:-b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right dtype=f32}"
+    --problem "${DET_PROBLEM:-b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right}"
 done
 if [ -n "${BENCH_SHAPES:-}" ]; then
   args=()
   while IFS= read -r s; do [ -n "$s" ] && args+=(--shape "$s"); done <<<"$BENCH_SHAPES"
   step "bench" bench.log "$fc" bench "${args[@]}"
   cat "$out/bench.log"
+fi
+if [ -n "${SDPA_SHAPES:-}" ] && python3 -c 'import torch' 2>/dev/null; then
+  # shellcheck disable=SC2086
+  step "PyTorch SDPA comparison (mma_f16, bf16)" sdpa.log python3 gpu/scripts/compare_sdpa.py "$fc" mma_f16 bf16 $SDPA_SHAPES
+  cat "$out/sdpa.log"
 fi
 echo
 echo "================ summary (seed $seed) ================"
