@@ -11,6 +11,7 @@
 #include "reference/mask.h"
 #include "reference/naive.h"
 #include "reference/replica.h"
+#include "verify/error_bound.h"
 
 namespace flashcheck {
 
@@ -22,7 +23,6 @@ void showValue(const ReplicaConfig& c, std::ostream& os) {
 
 namespace {
 
-constexpr double u32 = 0x1p-24;
 
 rc::Gen<ReplicaConfig> gen_replica_config() {
   return rc::gen::exec([] {
@@ -36,49 +36,10 @@ rc::Gen<ReplicaConfig> gen_replica_config() {
   });
 }
 
-// The bound, per row i with n visible keys in T = ceil(n / Bc) tiles (Vmax = max |v| over the head):
-//  1. Scores. fp32 dot products over Dqk terms err by at most Dqk·u·Σ_d|q_d k_jd| (γ_D bound), and
-//     the scale multiply, the max shift and its subtraction by 4u·(|t_j| + |m|). Call the largest
-//     such error over visible keys E (natural-log units; base 2 costs a factor log2 e < 2).
-//  2. Weights. Each p_j = exp(t_j - m) then carries a relative error ≤ expm1(2E) + 2u·T (the T
-//     rescalings by exp(m_old - m_new)). ℓ sums n + T fp32 terms: relative γ_{n+T}.
-//  3. Output. O = Σ p̃_j v_j / ℓ with p̃ = p rounded to the P dtype (relative u_p) is a convex
-//     combination of V rows, perturbed: |ΔO| ≤ Vmax·(2·ε_p + u_p + 2(n+T)u), capped at 2·Vmax
-//     (no convex combination leaves the hull). f16 P below 2^-14 is subnormal and loses relative
-//     precision: add n·2^-25·Vmax. Rounding O to the output dtype adds u_out·|O|.
-//  4. LSE = m·scale + log ℓ: |ΔLSE| ≤ E + 2(n+T)u + 4u·|LSE|.
-struct RowBound {
-  double o, lse;
-};
-
+// The bound itself is stated once, in verify/error_bound.h, where the checker uses it too.
 RowBound replica_bound(const Problem& p, const Inputs& in, const ReplicaConfig& c, int64_t b, int64_t h, int64_t i,
                        double lse_true) {
-  const int64_t n = visible_keys(p, i), hk = p.kv_head(h), d = p.head_dim_qk;
-  const double scale = p.softmax_scale();
-  const float* q = &in.q[((b * p.heads_q + h) * p.seq_q + i) * d];
-  double max_abs_dot = 0, max_abs_t = 0, vmax = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    const float* k = &in.k[((b * p.heads_kv + hk) * p.seq_kv + j) * d];
-    double a = 0, t = 0;
-    for (int64_t x = 0; x < d; ++x) {
-      a += std::fabs(static_cast<double>(q[x]) * k[x]);
-      t += static_cast<double>(q[x]) * k[x];
-    }
-    max_abs_dot = std::max(max_abs_dot, a * scale);
-    max_abs_t = std::max(max_abs_t, std::fabs(t * scale));
-    const float* v = &in.v[((b * p.heads_kv + hk) * p.seq_kv + j) * p.head_dim_v];
-    for (int64_t x = 0; x < p.head_dim_v; ++x) vmax = std::max(vmax, static_cast<double>(std::fabs(v[x])));
-  }
-  const double tiles = std::ceil(static_cast<double>(n) / static_cast<double>(c.block_kv));
-  const double E = 2.0 * ((d + 2) * u32 * max_abs_dot + 8 * u32 * max_abs_t + 4 * u32);
-  const double eps_p = std::expm1(2 * E) + 2 * u32 * tiles;
-  const double u_p = c.round_p ? unit_roundoff(p.dtype) : 0.0;
-  const double sub = (c.round_p && p.dtype == DType::f16) ? n * 0x1p-25 : 0.0;
-  const double acc = 2 * (n + tiles + 2) * u32;
-  RowBound r;
-  r.o = vmax * (std::min(2.0, 2 * eps_p + u_p + acc) + sub);
-  r.lse = E + acc + 4 * u32 * std::fabs(lse_true) + 1e-30;
-  return r;
+  return fp32_kernel_row_bound(p, in, b, h, i, c.round_p ? unit_roundoff(p.dtype) : 0.0, c.block_kv, lse_true);
 }
 
 // The most negative raw score any visible key reaches (for the finite-fill precondition).

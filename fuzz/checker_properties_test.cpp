@@ -1,0 +1,151 @@
+// Properties of the checker itself: it passes every correct implementation it is shown, and no
+// documented way of faking a result gets past it. Plus: no byte sequence crashes the file reader.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "fuzz/generators.h"
+#include "reference/mask.h"
+#include "reference/replica.h"
+#include "verify/metrics.h"
+#include "verify/safetensors.h"
+#include "verify/verdict.h"
+
+namespace flashcheck {
+namespace {
+
+ProblemSpace small() {
+  ProblemSpace s;
+  s.max_seq = 130;
+  s.max_work = 4e6;
+  return s;
+}
+
+struct Judged {
+  Case c;
+  Inputs in;
+  Reference ref;
+  ReplicaResult good;
+  CheckOptions opt;
+  Report judge(std::vector<float> o, std::optional<std::vector<float>> lse) const {
+    return verify_output(c.problem, ref, KernelResult{std::move(o), std::move(lse)}, opt);
+  }
+};
+
+Judged draw_judged() {
+  Judged j;
+  j.c = *gen_case(small());
+  j.in = make_inputs(j.c.problem, j.c.seed, j.c.dist);
+  j.ref = make_reference(j.c.problem, j.in);
+  ReplicaConfig cfg;
+  cfg.block_q = *rc::gen::elementOf(std::vector<int64_t>{16, 64, 128});
+  cfg.block_kv = *rc::gen::elementOf(std::vector<int64_t>{16, 32, 64, 128});
+  cfg.finite_neg_inf = false;
+  j.good = replica_attention(j.c.problem, j.in, cfg);
+  j.opt.tol = tolerance_for(j.c.problem.dtype);
+  return j;
+}
+
+bool has(const Report& r, const std::string& criterion) {
+  auto f = r.failed();
+  return std::find(f.begin(), f.end(), criterion) != f.end();
+}
+
+RC_GTEST_PROP(Checker, PassesACorrectKernelWithAnyTiles, ()) {
+  const Judged j = draw_judged();
+  const Report r = j.judge(j.good.o, j.good.lse);
+  if (!r.pass()) RC_FAIL(to_text(r));
+}
+
+RC_GTEST_PROP(Checker, FailsAnOutputWithAnyOneElementUnwritten, ()) {
+  const Judged j = draw_judged();
+  auto o = j.good.o;
+  const size_t e = *rc::gen::inRange<size_t>(0, o.size());
+  o[e] = poison_value(j.c.problem.dtype);
+  RC_ASSERT(has(j.judge(o, j.good.lse), "unwritten"));
+}
+
+RC_GTEST_PROP(Checker, FailsANanWhereTheOracleHasNone, ()) {
+  const Judged j = draw_judged();
+  auto o = j.good.o;
+  const size_t e = *rc::gen::inRange<size_t>(0, o.size());
+  RC_PRE(!std::isnan(j.ref.oracle.o[e]));
+  o[e] = std::nanf("");
+  const Report r = j.judge(o, j.good.lse);
+  RC_ASSERT(has(r, "nan_inf_positions") || has(r, "empty_rows"));
+}
+
+RC_GTEST_PROP(Checker, FailsAllZeroOutputUnlessTheTruthIsZero, ()) {
+  const Judged j = draw_judged();
+  double m = 0;
+  for (double x : j.ref.oracle.o) m = std::max(m, std::fabs(x));
+  RC_PRE(m > 1e-3);
+  RC_ASSERT(!j.judge(std::vector<float>(j.good.o.size(), 0.0f), j.good.lse).pass());
+}
+
+RC_GTEST_PROP(Checker, FailsABase2LsePassedOffAsNatural, ()) {
+  const Judged j = draw_judged();
+  auto lse = j.good.lse;
+  double m = 0;
+  for (float x : lse)
+    if (std::isfinite(x)) m = std::max(m, static_cast<double>(std::fabs(x)));
+  RC_PRE(m > 1e-3);  // log2 x = 1.44 ln x: only LSE = 0 cannot tell the bases apart
+  for (float& x : lse) x = static_cast<float>(x * 1.4426950408889634);
+  RC_ASSERT(has(j.judge(j.good.o, lse), "lse"));
+}
+
+RC_GTEST_PROP(Checker, FailsTwoSwappedOutputRowsThatDiffer, ()) {
+  const Judged j = draw_judged();
+  const Problem& p = j.c.problem;
+  RC_PRE(p.seq_q >= 2);
+  const int64_t a = *rc::gen::inRange<int64_t>(0, p.seq_q), b = *rc::gen::inRange<int64_t>(0, p.seq_q);
+  double diff = 0, scale = 0;
+  for (int64_t x = 0; x < p.head_dim_v; ++x) {
+    diff = std::max(diff, std::fabs(j.ref.oracle.o[a * p.head_dim_v + x] - j.ref.oracle.o[b * p.head_dim_v + x]));
+    scale = std::max(scale, std::fabs(j.ref.oracle.o[a * p.head_dim_v + x]));
+  }
+  // The policy promises to catch an error beyond the baseline rule's allowance (k times the eager
+  // same-dtype baseline's error, plus one output ULP at the output's scale); swaps of rows closer
+  // than that are, by that standard, within precision.
+  double base_err = 0, max_ref = 0;
+  for (size_t e = 0; e < j.ref.oracle.o.size(); ++e) {
+    base_err = std::max(base_err, std::fabs(j.ref.baseline[e] - j.ref.oracle.o[e]));
+    if (!j.ref.flash_baseline.empty())
+      base_err = std::max(base_err, std::fabs(j.ref.flash_baseline[e] - j.ref.oracle.o[e]));
+    max_ref = std::max(max_ref, std::fabs(j.ref.oracle.o[e]));
+  }
+  RC_PRE(std::isfinite(base_err));
+  const Tolerance& t = j.opt.tol;
+  RC_PRE(diff > 1.01 * (t.baseline_k * base_err + t.baseline_atol * max_ref));
+  (void)scale;
+  auto o = j.good.o;
+  for (int64_t x = 0; x < p.head_dim_v; ++x) std::swap(o[a * p.head_dim_v + x], o[b * p.head_dim_v + x]);
+  RC_ASSERT(!j.judge(o, j.good.lse).pass());
+}
+
+RC_GTEST_PROP(Safetensors, NoByteMutationCrashesTheReader, ()) {
+  SafetensorsFile f;
+  f.tensors["q"] = make_tensor(DType::bf16, {1, 2, 3, 4}, std::vector<float>(24, 1.5f));
+  f.tensors["lse"] = make_f32_tensor({1, 2, 3}, std::vector<float>(6, -2.0f));
+  f.metadata["causal"] = "top_left";
+  const auto clean = serialize_safetensors(f);
+  for (int round = 0; round < 50; ++round) {
+  auto bytes = clean;
+  const auto edits = *rc::gen::container<std::vector<std::pair<size_t, uint8_t>>>(
+      rc::gen::pair(rc::gen::inRange<size_t>(0, bytes.size()), rc::gen::arbitrary<uint8_t>()));
+  for (auto [pos, val] : edits) bytes[pos] = val;
+  const size_t keep = *rc::gen::inRange<size_t>(0, bytes.size() + 1);
+  bytes.resize(keep);
+  try {
+    SafetensorsFile g = parse_safetensors(bytes);
+    for (auto& [name, t] : g.tensors) RC_ASSERT(static_cast<int64_t>(t.data.size()) == t.numel() * st_dtype_bytes(t.dtype));
+  } catch (const SafetensorsError&) {
+    // A clear refusal is the other acceptable outcome.
+  }
+  }
+}
+
+}  // namespace
+}  // namespace flashcheck
