@@ -114,6 +114,25 @@ with tempfile.TemporaryDirectory() as tmp:
     h2["k"] = dict(header["k"], data_offsets=header["q"]["data_offsets"])
     hb = json.dumps(h2).encode()
     expect(125, write("overlap.safetensors", struct.pack("<Q", len(hb)) + hb + raw[8 + n :]), "overlapping offsets")
+    # NaN in an input: refused as untestable (125) unless NaN propagation is asked for, and then
+    # the golden's O (no NaN rows) is a mismatch (1): the oracle propagates the NaN.
+    b, e = header["q"]["data_offsets"]
+    qb = bytearray(raw[8 + n + b : 8 + n + e])
+    qb[0:2] = struct.pack("<H", 0x7FC0)  # bf16 NaN at q[0,0,0,0]
+    nan_path = write("nan_q.safetensors", raw[: 8 + n + b] + bytes(qb) + raw[8 + n + e :])
+    expect(125, nan_path, "NaN input without --allow-nonfinite-inputs")
+    r = subprocess.run([flashcheck, "check", "--allow-nonfinite-inputs", nan_path], capture_output=True, text=True)
+    if r.returncode != 1 or "nan_inf_positions" not in r.stdout:
+        failures += 1
+        print("FAIL NaN input with --allow-nonfinite-inputs: wanted a nan_inf_positions mismatch\n" + r.stdout + r.stderr)
+    # --json - writes a report that parses and names the verdict.
+    r = subprocess.run([flashcheck, "check", "--json", "-", golden], capture_output=True, text=True)
+    try:
+        report = json.loads(r.stdout[r.stdout.index("{") :])
+        assert report["pass"] is True and report["metrics"]["elements"] > 0
+    except Exception as ex:
+        failures += 1
+        print(f"FAIL --json -: {ex}\n{r.stdout[:500]}")
     # One output element off by a lot: a numerical mismatch, exit 1.
     b, e = header["o"]["data_offsets"]
     o = bytearray(raw[8 + n + b : 8 + n + e])
