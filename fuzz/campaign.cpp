@@ -41,7 +41,7 @@ std::string repro_command(const std::string& variant, const Case& c, const std::
   return os.str();
 }
 
-CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows) {
+CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin) {
   CaseOutcome out;
   out.c = c;
   if (auto why = v.unsupported(c.problem)) {
@@ -58,7 +58,7 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows) {
     out.error = e.what();
     out.report.problem = p;
     out.report.criteria.push_back({"kernel_error", false, 1, 0, e.what()});
-    out.report.repro = repro_command(v.name(), c);
+    out.report.repro = repro_command(v.name(), c, plugin);
     return out;
   }
   const Reference ref = make_reference(p, in, rows);
@@ -68,7 +68,7 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows) {
   const Capabilities& caps = v.caps();
   out.report = verify_output(p, ref, kr, CheckOptions{tolerance_for(p.dtype), caps.tile_q, caps.tile_kv, caps.empty_lse});
   add_oob_criterion(out.report, h.oob_writes);
-  out.report.repro = repro_command(v.name(), c);
+  out.report.repro = repro_command(v.name(), c, plugin);
   out.passed = out.report.pass();
   return out;
 }
@@ -117,7 +117,8 @@ std::vector<Problem> smaller(const Problem& p, const Capabilities& caps) {
 }
 }  // namespace
 
-CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, int max_steps) {
+CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin,
+                           int max_steps) {
   int steps = 0;
   bool improved = true;
   while (improved && steps < max_steps) {
@@ -128,7 +129,7 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
     for (const Case& c : cands) {
       if (++steps > max_steps) break;
       if (v.unsupported(c.problem)) continue;
-      CaseOutcome o = run_case(v, c, max_rows);
+      CaseOutcome o = run_case(v, c, max_rows, plugin);
       if (!o.passed && !o.skipped) {
         failing = std::move(o);
         improved = true;
@@ -155,7 +156,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
   for (int64_t i = 0; i < opt.cases; ++i) {
     if (i % opt.shard_count != opt.shard_index) continue;
     const Case c = campaign_case(space, opt.seed, i);
-    CaseOutcome o = run_case(v, c, opt.max_rows);
+    CaseOutcome o = run_case(v, c, opt.max_rows, opt.plugin);
     ++s.cases;
     if (o.skipped) {
       ++s.skipped;
@@ -170,8 +171,8 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
         ++s.failed;
         log << "\n" << s.name << " case " << i << " FAILED: " << to_string(c.problem) << " dist=" << to_string(c.dist) << "\n";
         if (static_cast<int64_t>(s.failures.size()) < opt.max_failures_kept) {
-          CaseOutcome shrunk = opt.shrink ? shrink_failure(v, o, opt.max_rows) : o;
-          s.repro.push_back(repro_command(s.name, shrunk.c));
+          CaseOutcome shrunk = opt.shrink ? shrink_failure(v, o, opt.max_rows, opt.plugin) : o;
+          s.repro.push_back(repro_command(s.name, shrunk.c, opt.plugin));
           log << to_text(shrunk.report);
           log << "  reproduce (shrunk): " << s.repro.back() << "\n";
           s.failures.push_back(std::move(shrunk));

@@ -25,6 +25,7 @@ struct CampaignOptions {
   bool progress = true;                      // one updating line on stderr
   int64_t max_failures_kept = 5;             // per variant, with reports
   std::vector<DType> dtypes;                 // restrict the drawn dtypes (empty: what the variant declares)
+  std::string plugin;                        // named in reproduce lines when the kernel came from one
 };
 
 struct CaseOutcome {
@@ -46,14 +47,15 @@ struct VariantSummary {
 };
 
 // Runs one case: inputs from (problem, dist, seed), variant through the harness, verdict.
-CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows);
+CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "");
 // The problem space a variant declares, within the campaign's limits.
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt);
 // Case number `index` of the campaign (the same on every machine for the same seed).
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index);
 // Greedily reduces a failing case (batch, heads, sequence lengths, head dims, distribution) while
 // it still fails; returns the smallest failing case found.
-CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, int max_steps = 200);
+CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin = "",
+                           int max_steps = 200);
 
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log);
 

@@ -96,24 +96,19 @@ void add_run(CLI::App& app, Action& action) {
             std::cout << v->name() << ": unavailable (" << *why << ")\n";
             continue;
           }
-          CaseOutcome out = run_case(*v, c, 4096);
+          CaseOutcome out = run_case(*v, c, 4096, plugin_arg);
           if (out.skipped) {
             std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
             continue;
           }
-          out.report.repro = repro_command(v->name(), c, plugin_arg);
           std::cout << v->name() << ": " << to_text(out.report);
           rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
         }
         return rc;
       }
       std::vector<VariantSummary> all;
-      for (auto& v : variants) {
-        VariantSummary s = run_campaign(*v, o->c, std::cout);
-        for (auto& r : s.repro)
-          if (!plugin_arg.empty()) r = repro_command(s.name, s.failures[&r - s.repro.data()].c, plugin_arg);
-        all.push_back(std::move(s));
-      }
+      o->c.plugin = plugin_arg;
+      for (auto& v : variants) all.push_back(run_campaign(*v, o->c, std::cout));
       std::printf("\n%-22s %7s %7s %7s %7s %10s %14s  %s\n", "variant", "cases", "passed", "failed", "skipped",
                   "worst_ulp", "worst_cos", "note");
       bool any_failed = false, any_tested = false;
