@@ -11,7 +11,7 @@
 #include "reference/mask.h"
 #include "reference/naive.h"
 #include "reference/replica.h"
-#include "verify/error_bound.h"
+#include "fuzz/replica_bound.h"
 
 namespace flashcheck {
 
@@ -36,7 +36,7 @@ rc::Gen<ReplicaConfig> gen_replica_config() {
   });
 }
 
-// The bound itself is stated once, in verify/error_bound.h, where the checker uses it too.
+// The bound and its derivation: fuzz/replica_bound.h.
 RowBound replica_bound(const Problem& p, const Inputs& in, const ReplicaConfig& c, int64_t b, int64_t h, int64_t i,
                        double lse_true) {
   return fp32_kernel_row_bound(p, in, b, h, i, c.round_p ? unit_roundoff(p.dtype) : 0.0, c.block_kv, lse_true);

@@ -1,4 +1,4 @@
-#include "verify/error_bound.h"
+#include "fuzz/replica_bound.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 // How far a correct fp32-accumulating FlashAttention kernel may land from the fp64 truth, per row,
 // derived from its numerics (not measured). The oracle properties prove the blocked replica stays
-// inside it for every tile shape; the verdict uses it where an eager baseline is no yardstick (f32).
+// inside it for every tile shape. It is a worst-case (γ_D) bound: too loose to judge kernels with
+// (see verify/TOLERANCE.md), right for proving the replica.
 #pragma once
 #include <cstdint>
 
