@@ -160,13 +160,19 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
     // Online softmax per row, then P (rounded to the input type) straight from registers into P·V.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
+      float corr[2];
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float corr = online_softmax_row(s[mt], hf, m[mt][hf], l[mt][hf], sl2);
+      for (int hf = 0; hf < 2; ++hf) corr[hf] = online_softmax_row(s[mt], hf, m[mt][hf], l[mt][hf], sl2);
+      // corr is exactly 1 for a row whose max did not rise, and x·1 = x: when that holds for all 16
+      // rows of the m-tile the 4·DT multiplies can go without changing a bit. Past the first few
+      // tiles most rows keep their max, so the (warp-uniform) branch usually skips.
+      if (!T::kSkipUnchangedRescale || __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {
-          acc_o[mt][dt][2 * hf] *= corr;
-          acc_o[mt][dt][2 * hf + 1] *= corr;
+          acc_o[mt][dt][0] *= corr[0];
+          acc_o[mt][dt][1] *= corr[0];
+          acc_o[mt][dt][2] *= corr[1];
+          acc_o[mt][dt][3] *= corr[1];
         }
       }
     }
