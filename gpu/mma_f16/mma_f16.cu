@@ -26,15 +26,29 @@ __device__ __forceinline__ int swz(int row, int col) {
   return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
 }
 
-// Copies `rows` rows of a [len, D] tensor starting at row r0 into a swizzled tile; rows past `len`
-// become zeros without being read.
-template <int D, int kThreads>
-__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* g, int r0, int rows, int len, int tid) {
-  constexpr int kChunks = D / 8;
-  for (int i = tid; i < rows * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
-    const bool ok = r0 + r < len;
-    cp_async_16(tile + swz<D>(r, c * 8), ok ? g + static_cast<size_t>(r0 + r) * D + c * 8 : g, ok);
+// Copies kRows rows of a [len, D] tensor, starting at row r0, into a swizzled tile; rows past `len`
+// become zeros without being read. Thread tid always copies chunk c = tid % (D/8) of rows
+// tid / (D/8) + j·kRowStep. kRowStep is a multiple of 8, so the swizzled chunk c ^ (row % 8) is the
+// same for every j, and each copy is a fixed offset from one shared and one global base: no
+// per-copy index arithmetic in the main loop. (A generic strided loop here compiled to ~15 integer
+// instructions per 16-byte copy, 15% of the loop's instructions at D = 128; see PERF.md.)
+template <int D, int kThreads, int kRows>
+__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* g, int r0, int len, int tid) {
+  constexpr int kChunks = D / 8, kRowStep = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
+                "each thread keeps one chunk column, and row steps keep the swizzle phase");
+  const int r = tid / kChunks, c = tid % kChunks;
+  uint16_t* dst = tile + r * D + ((c ^ (r & 7)) << 3);
+  const uint16_t* src = g + static_cast<size_t>(r0 + r) * D + c * 8;
+  if (r0 + kRows <= len) {  // whole tile in bounds: every tile but a sequence's last
+#pragma unroll
+    for (int j = 0; j < kRows / kRowStep; ++j) cp_async_16(dst + j * kRowStep * D, src + j * kRowStep * D);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kRows / kRowStep; ++j) {
+      const bool ok = r0 + r + j * kRowStep < len;
+      cp_async_16(dst + j * kRowStep * D, ok ? src + j * kRowStep * D : g, ok);
+    }
   }
 }
 
@@ -62,10 +76,10 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
   const int kv_first_row = kv_visible(q0, p.seq_q, p.seq_kv, p.causal);  // keys every row of the block sees
   const int n_tiles = (kv_end + BN - 1) / BN;
 
-  load_tile<D, T::kThreads>(sQ, Q, q0, BM, p.seq_q, tid);
+  load_tile<D, T::kThreads, BM>(sQ, Q, q0, p.seq_q, tid);
   if (n_tiles > 0) {
-    load_tile<D, T::kThreads>(sK, K, 0, BN, p.seq_kv, tid);
-    load_tile<D, T::kThreads>(sV, V, 0, BN, p.seq_kv, tid);
+    load_tile<D, T::kThreads, BN>(sK, K, 0, p.seq_kv, tid);
+    load_tile<D, T::kThreads, BN>(sV, V, 0, p.seq_kv, tid);
   }
   cp_async_commit();
 
@@ -107,8 +121,8 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
   for (int t = 0; t < n_tiles; ++t) {
     if (t + 1 < n_tiles) {  // stream tile t+1 in while tile t is computed on
       const int st = (t + 1) & 1;
-      load_tile<D, T::kThreads>(sK + st * BN * D, K, (t + 1) * BN, BN, p.seq_kv, tid);
-      load_tile<D, T::kThreads>(sV + st * BN * D, V, (t + 1) * BN, BN, p.seq_kv, tid);
+      load_tile<D, T::kThreads, BN>(sK + st * BN * D, K, (t + 1) * BN, p.seq_kv, tid);
+      load_tile<D, T::kThreads, BN>(sV + st * BN * D, V, (t + 1) * BN, p.seq_kv, tid);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
