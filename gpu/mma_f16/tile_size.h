@@ -8,9 +8,9 @@ namespace flashcheck::kernels {
 // KV tile. Each warp holding 32 rows reuses every K/V fragment it loads for two m16 tiles, which is
 // what keeps ldmatrix traffic under the tensor cores' rate at D = 64 and 128. At D = 256 the O
 // accumulator alone is 16×256/32 = 128 registers per m-tile, so warps hold 16 rows.
-// Measured alternatives at D = 128 (PERF.md): kBlockN 32, or 8 warps of 16 rows, remove the
-// register spills but run 10% and 18% slower; 256-row blocks of 8 warps (half the K/V copies per
-// FLOP) run 1–8% slower.
+// Measured alternatives at D = 128 (PERF.md): kBlockN 32, or 8 warps of 16 rows, removed the first
+// build's register spills but ran 10% and 18% slower; 256-row blocks of 8 warps (half the K/V
+// copies per FLOP) ran 1–8% slower than this table.
 template <int D>
 struct MmaF16Traits {
   static constexpr int kHeadDim = D;
