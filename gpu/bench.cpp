@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gpu/device.h"
-#include "gpu/guarded_buffer.h"
+#include "gpu/staged_problem.h"
 #include "reference/inputs.h"
 
 namespace flashcheck {
@@ -15,20 +15,9 @@ BenchResult bench_variant(const Variant& v, const Problem& p, int warmup, int it
   if (auto why = v.unsupported(p)) throw std::invalid_argument(v.name() + " does not support " + to_string(p) + ": " + *why);
   if (auto why = v.unavailable()) throw std::runtime_error(v.name() + " is unavailable: " + *why);
   const Inputs in = make_inputs(p, 12345, Dist::uniform);  // random, never zeros; cheap to draw at 1e9 elements
-  const size_t eb = static_cast<size_t>(dtype_bytes(p.dtype));
-  const Memory mem = v.caps().memory;
-  const bool dev = mem == Memory::device;
-  GuardedBuffer q(mem, static_cast<size_t>(p.q_elems()) * eb), k(mem, static_cast<size_t>(p.k_elems()) * eb),
-      vv(mem, static_cast<size_t>(p.v_elems()) * eb), o(mem, static_cast<size_t>(p.o_elems()) * eb),
-      l(mem, static_cast<size_t>(p.lse_elems()) * 4);
-  encode(p.dtype, in.q.data(), p.q_elems(), q.payload_host());
-  encode(p.dtype, in.k.data(), p.k_elems(), k.payload_host());
-  encode(p.dtype, in.v.data(), p.v_elems(), vv.payload_host());
-  for (GuardedBuffer* buf : {&q, &k, &vv}) buf->upload();
-  float* lse = v.caps().lse_base == LseBase::none ? nullptr : static_cast<float*>(l.kernel_ptr());
-  auto once = [&] {
-    v.forward(p, q.kernel_ptr(), k.kernel_ptr(), vv.kernel_ptr(), o.kernel_ptr(), lse, dev ? device::stream() : nullptr);
-  };
+  const bool dev = v.caps().memory == Memory::device;
+  StagedProblem st(v.caps().memory, p, in);
+  auto once = [&] { st.launch(v, p); };
   std::vector<double> ms;
   for (int i = 0; i < warmup + iters; ++i) {
     double t;
