@@ -11,7 +11,8 @@
 #include "reference/replica.h"
 #include "verify/metrics.h"
 #include "verify/safetensors.h"
-#include "verify/verdict.h"
+#include "verify/criteria.h"
+#include "verify/expected.h"
 
 namespace flashcheck {
 namespace {
@@ -26,7 +27,7 @@ ProblemSpace small() {
 struct Judged {
   Case c;
   Inputs in;
-  Reference ref;
+  Expected ref;
   ReplicaResult good;
   CheckOptions opt;
   Report judge(std::vector<float> o, std::optional<std::vector<float>> lse) const {
@@ -38,7 +39,7 @@ Judged draw_judged() {
   Judged j;
   j.c = *gen_case(small());
   j.in = make_inputs(j.c.problem, j.c.seed, j.c.dist);
-  j.ref = make_reference(j.c.problem, j.in);
+  j.ref = make_expected(j.c.problem, j.in);
   ReplicaConfig cfg;
   cfg.block_q = *rc::gen::elementOf(std::vector<int64_t>{16, 64, 128});
   cfg.block_kv = *rc::gen::elementOf(std::vector<int64_t>{16, 32, 64, 128});

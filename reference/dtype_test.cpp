@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "fuzz/test_seed.h"
+#include "testing/test_seed.h"
 
 namespace flashcheck {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "fuzz/test_seed.h"
+#include "testing/test_seed.h"
 
 namespace flashcheck {
 namespace {

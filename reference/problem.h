@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "reference/conventions.h"
 #include "reference/dtype.h"
 
 namespace flashcheck {

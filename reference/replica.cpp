@@ -13,8 +13,8 @@ namespace flashcheck {
 namespace {
 using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kLog2eF = static_cast<float>(kLog2e);
+constexpr float kLn2F = static_cast<float>(kLn2);
 // The finite stand-in for -inf: large enough that exp2((-2^30 - m)·scale) underflows to 0, small
 // enough that (-2^30) - (-2^30) = 0 instead of the NaN that -inf - (-inf) gives.
 constexpr float kFiniteNegInf = -1073741824.0f;
@@ -33,7 +33,7 @@ ReplicaResult replica_attention(const Problem& p, const Inputs& in, const Replic
   res.o.assign(static_cast<size_t>(p.o_elems()), 0.0f);
   res.lse.assign(static_cast<size_t>(p.lse_elems()), -kInf);
   // With exp2 the scale carries log2(e): exp(x·s) = 2^(x·s·log2 e), folded into one multiply.
-  const float scale = static_cast<float>(p.softmax_scale()) * (cfg.use_exp2 ? kLog2e : 1.0f);
+  const float scale = static_cast<float>(p.softmax_scale()) * (cfg.use_exp2 ? kLog2eF : 1.0f);
   const float init_max = cfg.finite_neg_inf ? kFiniteNegInf : -kInf;
   auto ex = [&](float x) { return cfg.use_exp2 ? std::exp2(x) : std::exp(x); };
   const int64_t q_tiles = (sq + br - 1) / br;
@@ -99,7 +99,7 @@ ReplicaResult replica_attention(const Problem& p, const Inputs& in, const Replic
       const float inv = 1.0f / l[i];
       for (int64_t c = 0; c < dv; ++c) o[c] = round_to(p.dtype, O(i, c) * inv);
       // LSE = scaled max + log(ℓ), converted to natural log when the kernel worked in base 2.
-      *lse = cfg.use_exp2 ? (m[i] * scale + std::log2(l[i])) * kLn2 : m[i] * scale + std::log(l[i]);
+      *lse = cfg.use_exp2 ? (m[i] * scale + std::log2(l[i])) * kLn2F : m[i] * scale + std::log(l[i]);
     }
   }
   for (auto& t : traces) std::move(t.begin(), t.end(), std::back_inserter(res.trace));

@@ -29,7 +29,8 @@ struct ReplicaConfig {
 struct TraceEntry {
   int64_t batch, head, row, kv_tile;
   float m;               // running max of raw (unscaled) scores
-  float l;               // running sum of exp(scaled score - scaled max)
+  float l;               // running sum of exp(scaled score - scaled max), or of exp2 of the same in
+                         // log2 units when the replica runs with use_exp2 (the scale then carries log2 e)
   std::vector<float> o;  // unnormalised O row
 };
 

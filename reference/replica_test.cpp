@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "fuzz/test_seed.h"
+#include "testing/test_seed.h"
 #include "reference/naive.h"
 
 namespace flashcheck {

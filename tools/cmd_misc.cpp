@@ -5,7 +5,7 @@
 
 #include "reference/naive.h"
 #include "tools/commands.h"
-#include "verify/calibrate.h"
+#include "runner/calibrate.h"
 
 namespace flashcheck::cli {
 

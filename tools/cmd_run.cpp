@@ -7,10 +7,10 @@
 #include <fstream>
 #include <iostream>
 
-#include "fuzz/campaign.h"
-#include "gpu/bench.h"
-#include "gpu/device.h"
-#include "gpu/harness.h"
+#include "runner/campaign.h"
+#include "runner/bench.h"
+#include "runner/device.h"
+#include "runner/harness.h"
 #include "tools/commands.h"
 #include "verify/check_file.h"
 
@@ -28,8 +28,10 @@ std::filesystem::path self_dir() {
 std::vector<std::shared_ptr<Variant>> select(const std::string& which, const std::vector<std::string>& plugins,
                                              bool default_plugin) {
   std::vector<std::shared_ptr<Variant>> pool = Registry::builtin().all();
+  if (which != "all" && plugins.empty())
+    if (auto v = Registry::builtin().find(which)) return {v};  // built in: no plugin to load
   std::vector<std::string> libs = plugins;
-  // With no --plugin, the example CPU plugin built beside the binary joins `all`, so a machine
+  // With no --plugin, the example CPU plugin built beside the binary joins the pool, so a machine
   // without a GPU still validates an out-of-tree kernel by default.
   if (libs.empty() && default_plugin && std::filesystem::exists(self_dir() / "example_cpu_plugin.so"))
     libs.push_back((self_dir() / "example_cpu_plugin.so").string());
@@ -80,6 +82,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--dist", o->dist, "input distribution for --problem");
   cmd->add_option("--input-seed", o->input_seed, "input seed for --problem");
   cmd->add_flag("--no-shrink", o->no_shrink, "report failures as drawn");
+  cmd->add_flag("--fail-fast", o->c.fail_fast, "stop a kernel's campaign at its first failing case (mutation testing)");
   cmd->callback([o, &action] {
     action = [o] {
       std::tie(o->c.shard_index, o->c.shard_count) = parse_shard(o->shard);
@@ -96,7 +99,7 @@ void add_run(CLI::App& app, Action& action) {
             std::cout << v->name() << ": unavailable (" << *why << ")\n";
             continue;
           }
-          CaseOutcome out = run_case(*v, c, 4096, plugin_arg);
+          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin_arg);
           if (out.skipped) {
             std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
             continue;
@@ -148,6 +151,50 @@ void add_run(CLI::App& app, Action& action) {
       if (!any_tested) {
         std::fprintf(stderr, "flashcheck run: nothing could be tested (every kernel unavailable or every case skipped)\n");
         return int{kCannotTest};
+      }
+      return int{kPass};
+    };
+  });
+}
+
+void add_list(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("list", "the kernels this build registered (and plugins'), with what each declares");
+  struct Opts {
+    std::vector<std::string> plugins;
+    std::string json;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--plugin", o->plugins, "also list the kernels of these plugin libraries");
+  cmd->add_option("--json", o->json, "write the list as JSON to PATH, or - for stdout");
+  cmd->callback([o, &action] {
+    action = [o] {
+      nlohmann::json j = nlohmann::json::array();
+      for (auto& v : select("all", o->plugins, false)) {
+        const Capabilities& c = v->caps();
+        const auto why = v->unavailable();
+        nlohmann::json e{{"name", v->name()},
+                         {"memory", c.memory == Memory::device ? "device" : "host"},
+                         {"min_sm", c.min_sm},
+                         {"available", !why},
+                         {"head_dims", c.head_dims},
+                         {"dv_ne_dqk", c.dv_ne_dqk},
+                         {"gqa", c.gqa},
+                         {"lse_base", c.lse_base == LseBase::e ? "e" : c.lse_base == LseBase::two ? "2" : "none"}};
+        if (why) e["unavailable"] = *why;
+        for (DType d : c.dtypes) e["dtypes"].push_back(std::string(to_string(d)));
+        for (Causal k : c.causals) e["causals"].push_back(std::string(to_string(k)));
+        for (const TileShape& t : c.tiles) e["tiles"].push_back({{"head_dim", t.head_dim}, {"block_q", t.block_q}, {"block_kv", t.block_kv}});
+        j.push_back(e);
+        if (o->json != "-")
+          std::printf("%-22s %-6s %s\n", v->name().c_str(), c.memory == Memory::device ? "device" : "host",
+                      why ? ("unavailable: " + *why).c_str() : "available");
+      }
+      if (o->json == "-") {
+        std::cout << j.dump(2) << "\n";
+      } else if (!o->json.empty()) {
+        std::ofstream os(o->json);
+        os << j.dump(2) << "\n";
+        if (!os) throw CannotTest("cannot write " + o->json);
       }
       return int{kPass};
     };
@@ -211,9 +258,9 @@ void add_determinism(CLI::App& app, Action& action) {
       const HarnessResult first = run_variant(*v, p, in);
       for (int r = 1; r < o->runs; ++r) {
         const HarnessResult again = run_variant(*v, p, in);
-        const bool same_o = std::memcmp(first.result.o.data(), again.result.o.data(), first.result.o.size() * 4) == 0;
-        const bool same_l = !first.result.lse ||
-                            std::memcmp(first.result.lse->data(), again.result.lse->data(), first.result.lse->size() * 4) == 0;
+        const bool same_o = std::memcmp(first.o.data(), again.o.data(), first.o.size() * 4) == 0;
+        const bool same_l = !first.lse ||
+                            std::memcmp(first.lse->data(), again.lse->data(), first.lse->size() * 4) == 0;
         if (!same_o || !same_l) {
           std::printf("%s: run %d differs from run 0 (%s): NOT deterministic\n", v->name().c_str(), r, same_o ? "lse" : "o");
           return int{kMismatch};

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);  // no subcommand: the default job
   cli::Action action;
   cli::add_run(app, action);
+  cli::add_list(app, action);
   cli::add_check(app, action);
   cli::add_golden(app, action);
   cli::add_calibrate(app, action);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "verify/judge.h"
 #include "verify/safetensors.h"
 
 namespace flashcheck {
@@ -95,22 +96,19 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
     refuse_nonfinite("k", in.k, k.shape);
     refuse_nonfinite("v", in.v, v.shape);
   }
-  const std::vector<int64_t> rows = sample_rows(p.seq_q, opt.max_rows);
-  const Reference ref = make_reference(p, in, rows);
-  const OracleResult& oracle = ref.oracle;
-  KernelResult kr;
-  kr.o = select_rows(p, o.to_f32("o"), p.head_dim_v, oracle);
+  const std::vector<float> o_f32 = o.to_f32("o");
+  std::vector<float> lse;
+  KernelOutput out{o_f32, std::nullopt, std::nullopt};
   if (auto it = f.tensors.find("lse"); it != f.tensors.end()) {
     const StTensor& l = it->second;
     if (l.dtype != StDType::F32) throw CannotTest("tensor 'lse' has dtype " + to_string(l.dtype) + "; expected F32");
     expect_shape("lse", l, {p.batch, p.heads_q, p.seq_q});
-    std::vector<float> lse = l.to_f32("lse");
-    if (base == "2") lse_base2_to_natural(lse);  // declared, so converted; never guessed
-    kr.lse = select_rows(p, lse, 1, oracle);
+    lse = l.to_f32("lse");
+    out.lse = lse;
   }
-  CheckOptions copt{tolerance_for(p.dtype), opt.tile_q, opt.tile_kv,
-                    empty == "-inf" ? EmptyRowLse::neg_inf : EmptyRowLse::pos_inf};
-  Report r = verify_output(p, ref, kr, copt);
+  const Declared declared{base == "2" ? LseBase::two : LseBase::e,
+                          empty == "-inf" ? EmptyRowLse::neg_inf : EmptyRowLse::pos_inf, opt.tile_q, opt.tile_kv};
+  Report r = judge(p, in, out, declared, JudgeOptions{opt.max_rows});
   r.repro = "flashcheck check " + path.string();
   return r;
 }

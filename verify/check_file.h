@@ -6,27 +6,19 @@
 // e), empty_row_lse (-inf|+inf, default -inf). Anything else is reported, never guessed.
 #pragma once
 #include <filesystem>
-#include <stdexcept>
 #include <string>
 
-#include "verify/verdict.h"
+#include "reference/conventions.h"
+#include "verify/report.h"
 
 namespace flashcheck {
 
-// Input that cannot be tested (malformed, unsupported, inconsistent): exit code 125.
-struct CannotTest : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 struct CheckFileOptions {
-  int64_t max_rows = 4096;           // per (b, h): above this, rows are sampled (first/last 64 + spread)
+  int64_t max_rows = kDefaultMaxRows;  // per (b, h): above this, rows are sampled (first/last 64 + spread)
   int64_t tile_q = 128, tile_kv = 128;
   bool allow_nonfinite_inputs = false;  // NaN/Inf in q/k/v are refused unless asked for
 };
 
 Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt);
-
-// The one place the project's exit codes live.
-enum ExitCode : int { kPass = 0, kMismatch = 1, kCannotTest = 125 };
 
 }  // namespace flashcheck

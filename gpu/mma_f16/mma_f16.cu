@@ -11,7 +11,7 @@
 #include "gpu/common/cp_async.cuh"
 #include "gpu/common/mask.cuh"
 #include "gpu/common/params.h"
-#include "gpu/cuda_check.h"
+#include "gpu/common/launch.cuh"
 #include "gpu/mma_f16/mma.cuh"
 #include "gpu/mma_f16/softmax.cuh"
 #include "gpu/mma_f16/tile_size.h"
@@ -251,18 +251,13 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
 }
 
 template <int D, bool kBf16>
-void launch(const FwdParams& p, cudaStream_t s) {
+void launch(const FwdParams& p, void* s) {
   using T = MmaF16Traits<D>;
-  FC_CUDA_CHECK(cudaFuncSetAttribute(mma_f16_kernel<D, kBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(T::kSmemBytes)));
-  dim3 grid(static_cast<unsigned>((p.seq_q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(p.heads_q),
-            static_cast<unsigned>(p.batch));
-  mma_f16_kernel<D, kBf16><<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
-  FC_CHECK_LAUNCH("mma_f16_kernel");
+  launch_fwd(mma_f16_kernel<D, kBf16>, "mma_f16_kernel", T::kBlockM, T::kThreads, T::kSmemBytes, p, s);
 }
 
 void launch_mma_f16(const FwdParams& p, bool bf16, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
+  void* s = stream;
   switch (p.head_dim_qk) {
     case 64: return bf16 ? launch<64, true>(p, s) : launch<64, false>(p, s);
     case 128: return bf16 ? launch<128, true>(p, s) : launch<128, false>(p, s);

@@ -7,8 +7,8 @@
 
 #include "gpu/common/mask.cuh"
 #include "gpu/common/params.h"
-#include "gpu/rowwise_f32/traits.h"
-#include "gpu/cuda_check.h"
+#include "gpu/rowwise_f32/tile_size.h"
+#include "gpu/common/launch.cuh"
 
 namespace flashcheck {
 namespace kernels {
@@ -96,11 +96,7 @@ void launch_rowwise_f32(const FwdParams& p, void* stream) {
   using T = RowwiseTraits;
   const size_t smem = sizeof(float) * (T::kBlockQ * (p.head_dim_qk + 1) + T::kBlockKV * (p.head_dim_qk + p.head_dim_v) +
                                        T::kBlockQ * (p.head_dim_v + 1));
-  FC_CUDA_CHECK(cudaFuncSetAttribute(rowwise_f32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  dim3 grid(static_cast<unsigned>((p.seq_q + T::kBlockQ - 1) / T::kBlockQ), static_cast<unsigned>(p.heads_q),
-            static_cast<unsigned>(p.batch));
-  rowwise_f32_kernel<<<grid, T::kBlockQ, smem, static_cast<cudaStream_t>(stream)>>>(p);
-  FC_CHECK_LAUNCH("rowwise_f32_kernel");
+  launch_fwd(rowwise_f32_kernel, "rowwise_f32_kernel", T::kBlockQ, T::kBlockQ, smem, p, stream);
 }
 
 }  // namespace kernels

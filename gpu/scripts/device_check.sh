@@ -13,18 +13,28 @@ mkdir -p "$out"
 [ -d "$build/lib" ] && export LD_LIBRARY_PATH="$PWD/$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fc="$build/flashcheck"
 summary=()
+failed_steps=0
 note() { summary+=("$1"); echo "== $1"; }
 step() {  # step NAME LOGFILE CMD...
   local name=$1 log=$2; shift 2
   local t0=$SECONDS
   "$@" >"$out/$log" 2>&1
   local rc=$?
+  [ "$rc" -eq 0 ] || failed_steps=$((failed_steps + 1))
   note "$(printf '%-44s rc=%-3s %4ss  (%s)' "$name" "$rc" "$((SECONDS - t0))" "$log")"
   tail -n 15 "$out/$log"
 }
 
 nvidia-smi -L | tee "$out/device.txt"
-variants=${VARIANTS:-$("$fc" run --cases 1 --no-shrink 2>/dev/null | awk '/^(rowwise|warp|mma)/ {print $1}')}
+# Every device kernel the build registered and this GPU can run, from the registry itself: a new
+# kernel joins every step below without editing this script.
+variants=${VARIANTS:-$("$fc" list --json - | python3 -c '
+import json, sys
+for k in json.load(sys.stdin):
+    if k["memory"] == "device" and k["available"]:
+        print(k["name"])
+')}
+[ -n "$variants" ] || { echo "no available device kernel in $fc list"; exit 125; }
 echo "device variants: $variants; campaign seed $seed"
 
 step "gpu test suite" gpu_tests.log "$build/gpu/gpu_variants_test"
@@ -53,3 +63,8 @@ fi
 echo
 echo "================ summary (seed $seed) ================"
 printf '%s\n' "${summary[@]}"
+# The script fails when any step failed: a summary of failures must never exit 0.
+if [ "$failed_steps" -gt 0 ]; then
+  echo "$failed_steps step(s) failed"
+  exit 1
+fi

@@ -14,7 +14,7 @@
 #include "gpu/common/mask.cuh"
 #include "gpu/common/params.h"
 #include "gpu/warp_f32x4/tile_size.h"
-#include "gpu/cuda_check.h"
+#include "gpu/common/launch.cuh"
 
 namespace flashcheck {
 namespace kernels {
@@ -204,18 +204,13 @@ __global__ void __launch_bounds__(WarpF32x4Traits<DP>::kThreads, 1) warp_f32x4_k
 }
 
 template <int DP>
-void launch_warp_f32x4(const FwdParams& prm, cudaStream_t stream) {
+void launch_warp_f32x4(const FwdParams& prm, void* stream) {
   using T = WarpF32x4Traits<DP>;
-  FC_CUDA_CHECK(cudaFuncSetAttribute(warp_f32x4_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(T::kSmemBytes)));
-  dim3 grid(static_cast<unsigned>((prm.seq_q + T::kBlockQ - 1) / T::kBlockQ), static_cast<unsigned>(prm.heads_q),
-            static_cast<unsigned>(prm.batch));
-  warp_f32x4_kernel<DP><<<grid, T::kThreads, T::kSmemBytes, stream>>>(prm);
-  FC_CHECK_LAUNCH("warp_f32x4_kernel");
+  launch_fwd(warp_f32x4_kernel<DP>, "warp_f32x4_kernel", T::kBlockQ, T::kThreads, T::kSmemBytes, prm, stream);
 }
 
 void launch_warp_f32x4(const FwdParams& p, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
+  void* s = stream;
   if (p.head_dim_qk <= 64)
     launch_warp_f32x4<64>(p, s);
   else if (p.head_dim_qk <= 128)

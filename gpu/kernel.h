@@ -1,0 +1,70 @@
+// The kernels layer's one interface: what a kernel declares (Capabilities) and how it registers
+// itself (FLASHCHECK_REGISTER_KERNEL in its folder's register.cpp). This layer depends on
+// reference/problem.h alone; the runner wraps every registered kernel as a Variant.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/problem.h"
+
+namespace flashcheck {
+
+// One row of a kernel's tile table: the (query, key) tile it uses at a head dim.
+struct TileShape {
+  int64_t head_dim = 0;  // Dqk
+  int64_t block_q = 128, block_kv = 128;
+};
+
+// The numerics a kernel mirrors, so the blocked replica can reproduce it (tests compare a kernel
+// with the replica at its own numerics, never by its name).
+struct KernelNumerics {
+  bool use_exp2 = true;  // exp2 with log2 e folded into the scale, or plain exp
+  bool round_p = true;   // P rounded to the input dtype before P·V (16-bit MMA kernels); fp32 keeps P
+};
+
+// What a kernel declares it can do. The campaign draws problems from this space, so few cases are
+// wasted; a problem outside it is skipped, never failed.
+struct Capabilities {
+  std::vector<DType> dtypes{DType::f32, DType::f16, DType::bf16};
+  std::vector<int64_t> head_dims{16, 32, 40, 64, 80, 96, 128, 192, 256};  // Dqk (and Dv) values accepted
+  bool dv_ne_dqk = true;  // Dv may differ from Dqk (Dv ≤ Dqk)
+  std::vector<Causal> causals{Causal::none, Causal::top_left, Causal::bottom_right};
+  bool gqa = true;
+  int64_t max_seq = int64_t{1} << 31;
+  LseBase lse_base = LseBase::e;
+  EmptyRowLse empty_lse = EmptyRowLse::neg_inf;
+  Memory memory = Memory::host;
+  // Compute capability ×10 the kernel needs (90 = sm_90a); 0 for host kernels. Below it the kernel
+  // is reported unavailable with the reason, never failed.
+  int min_sm = 0;
+  // Tiles per head dim; a head dim without a row uses the row of the next larger one (or the last).
+  std::vector<TileShape> tiles{{0, 128, 128}};
+  KernelNumerics numerics;
+
+  TileShape tile_for(int64_t head_dim) const;
+};
+
+// A kernel launch: buffers in the declared memory and the problem's dtype (lse f32, or null when
+// the kernel declares none), asynchronous on `stream` for device kernels. Throws on any error.
+using LaunchFn = void (*)(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                          void* stream);
+
+struct KernelDef {
+  std::string name;
+  Capabilities caps;
+  LaunchFn launch = nullptr;
+};
+
+// Every kernel registered by the build, in registration order.
+const std::vector<KernelDef>& registered_kernels();
+
+struct KernelRegistrar {
+  explicit KernelRegistrar(KernelDef def);
+};
+
+}  // namespace flashcheck
+
+// In a kernel folder's register.cpp: FLASHCHECK_REGISTER_KERNEL(mma_f16, [] { ... return KernelDef{...}; }());
+#define FLASHCHECK_REGISTER_KERNEL(id, def) \
+  static const ::flashcheck::KernelRegistrar fc_kernel_registrar_##id { def }

@@ -1,0 +1,31 @@
+// mma_f16's declaration: what it can do, the tiles it uses, and how it is launched.
+#include "gpu/common/make_params.h"
+#include "gpu/kernel.h"
+#include "gpu/mma_f16/tile_size.h"
+
+namespace flashcheck {
+namespace {
+
+template <int D>
+TileShape tiles_at() {
+  return {D, kernels::MmaF16Traits<D>::kBlockM, kernels::MmaF16Traits<D>::kBlockN};
+}
+
+KernelDef mma_f16() {
+  Capabilities c;
+  c.dtypes = {DType::bf16, DType::f16};
+  c.head_dims = {64, 128, 256};
+  c.dv_ne_dqk = false;
+  c.memory = Memory::device;
+  c.min_sm = 80;
+  c.tiles = {tiles_at<64>(), tiles_at<128>(), tiles_at<256>()};
+  c.numerics = {.use_exp2 = true, .round_p = true};
+  c.max_seq = int64_t{1} << 30;
+  return {"mma_f16", c, [](const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse, void* stream) {
+            kernels::launch_mma_f16(kernels::make_params(p, q, k, v, o, lse), p.dtype == DType::bf16, stream);
+          }};
+}
+
+}  // namespace
+FLASHCHECK_REGISTER_KERNEL(mma_f16, mma_f16());
+}  // namespace flashcheck

@@ -1,0 +1,37 @@
+// flashcheck's shared vocabulary, in one small header every layer may include: the conventions a
+// kernel declares about its outputs, the exit-code contract, and the constants of the exp2 trick.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+
+namespace flashcheck {
+
+// The base a kernel writes its LSE in. Kernels that work in exp2 often keep log2; flashcheck judges
+// LSE in natural log and converts a declared base-2 LSE (ln x = log2 x · ln 2), never guesses one.
+enum class LseBase { e, two, none };
+
+// What an empty row's LSE must be. O must be exactly 0 either way. FlashAttention-2 writes +inf
+// (so its backward pass gives zero gradients); flashcheck's own convention is -inf (log of 0).
+enum class EmptyRowLse { neg_inf, pos_inf };
+
+// Where a kernel's buffers live.
+enum class Memory { host, device };
+
+// The exit-code contract, for `git bisect run`: 0 every criterion passes, 1 numerical mismatch,
+// 125 cannot test (bisect skips the commit instead of blaming it). Kept in this one place.
+enum ExitCode : int { kPass = 0, kMismatch = 1, kCannotTest = 125 };
+
+// Input that cannot be tested (malformed, unsupported, inconsistent, does not fit): exit code 125.
+struct CannotTest : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// exp(x) = exp2(x · log2 e): kernels fold log2 e into the softmax scale so that one MUFU.EX2 serves
+// each score; ln 2 brings a base-2 LSE back to natural log.
+inline constexpr double kLog2e = 1.4426950408889634074;
+inline constexpr double kLn2 = 0.69314718055994530942;
+
+// Rows per (batch, head) checked exactly before the CPU oracle samples (first/last 64 + a spread).
+inline constexpr int64_t kDefaultMaxRows = 4096;
+
+}  // namespace flashcheck

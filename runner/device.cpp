@@ -1,0 +1,79 @@
+#include "runner/device.h"
+
+#include <stdexcept>
+
+#if FLASHCHECK_HAVE_CUDA
+#include "gpu/common/cuda_check.h"
+#endif
+
+namespace flashcheck::device {
+
+#if FLASHCHECK_HAVE_CUDA
+std::optional<std::string> unavailable() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return std::string("no usable GPU: ") + cudaGetErrorString(e);
+  }
+  if (n == 0) return std::string("no GPU on this machine");
+  return std::nullopt;
+}
+void* alloc(size_t bytes) {
+  void* p = nullptr;
+  FC_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
+}
+void free(void* p) { FC_CUDA_CHECK(cudaFree(p)); }
+void to_device(void* dst, const void* src, size_t bytes) { FC_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)); }
+void to_host(void* dst, const void* src, size_t bytes) { FC_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)); }
+void* stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t st;
+    FC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    return st;
+  }();
+  return s;
+}
+void synchronize() { FC_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream()))); }
+std::string name() {
+  cudaDeviceProp prop{};
+  FC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  return prop.name;
+}
+int compute_capability() {
+  int major = 0, minor = 0;
+  FC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  FC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+  return major * 10 + minor;
+}
+float time_ms(const std::function<void()>& launch) {
+  cudaEvent_t a, b;
+  FC_CUDA_CHECK(cudaEventCreate(&a));
+  FC_CUDA_CHECK(cudaEventCreate(&b));
+  const auto s = static_cast<cudaStream_t>(stream());
+  FC_CUDA_CHECK(cudaEventRecord(a, s));
+  launch();
+  FC_CUDA_CHECK(cudaEventRecord(b, s));
+  FC_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  FC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  FC_CUDA_CHECK(cudaEventDestroy(a));
+  FC_CUDA_CHECK(cudaEventDestroy(b));
+  return ms;
+}
+#else
+[[noreturn]] static void none() { throw std::runtime_error("flashcheck was built without CUDA"); }
+float time_ms(const std::function<void()>&) { none(); }
+std::optional<std::string> unavailable() { return std::string("flashcheck was built without CUDA"); }
+void* alloc(size_t) { none(); }
+void free(void*) {}
+void to_device(void*, const void*, size_t) { none(); }
+void to_host(void*, const void*, size_t) { none(); }
+void* stream() { return nullptr; }
+void synchronize() {}
+std::string name() { return "none"; }
+int compute_capability() { return 0; }
+#endif
+
+}  // namespace flashcheck::device

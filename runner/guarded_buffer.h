@@ -1,0 +1,56 @@
+// A kernel buffer in host or device memory, fenced by canaries: [canary | payload | canary].
+// RAII: device memory is freed however the run ends.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "reference/conventions.h"
+#include "runner/device.h"
+
+namespace flashcheck {
+
+// Bytes of canary before and after every buffer.
+inline constexpr size_t kGuardBytes = 4096;
+// The canary: 0x7FCA repeated — a NaN read as bf16, as f16 and (0x7FCA7FCA) as f32, distinct from
+// the poison; a kernel that reads past its inputs pulls NaN into its output and fails visibly.
+inline constexpr uint16_t kCanary = 0x7FCA;
+
+class GuardedBuffer {
+ public:
+  GuardedBuffer(Memory mem, size_t payload) : mem_(mem), payload_(payload), host_(payload + 2 * kGuardBytes) {
+    for (size_t i = 0; i < host_.size() / 2; ++i) std::memcpy(host_.data() + 2 * i, &kCanary, 2);
+    if (mem_ == Memory::device) dev_ = static_cast<uint8_t*>(device::alloc(host_.size()));
+  }
+  ~GuardedBuffer() {
+    if (dev_) device::free(dev_);
+  }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  uint8_t* payload_host() { return host_.data() + kGuardBytes; }
+  void* kernel_ptr() { return (mem_ == Memory::device ? dev_ : host_.data()) + kGuardBytes; }
+  void upload() {
+    if (mem_ == Memory::device) device::to_device(dev_, host_.data(), host_.size());
+  }
+  void download() {
+    if (mem_ == Memory::device) device::to_host(host_.data(), dev_, host_.size());
+  }
+  int64_t damaged_guard_bytes() const {
+    int64_t bad = 0;
+    for (size_t i = 0; i < kGuardBytes; ++i) {
+      const uint8_t want = reinterpret_cast<const uint8_t*>(&kCanary)[i % 2];
+      bad += host_[i] != want;
+      bad += host_[kGuardBytes + payload_ + i] != reinterpret_cast<const uint8_t*>(&kCanary)[(payload_ + i) % 2];
+    }
+    return bad;
+  }
+
+ private:
+  Memory mem_;
+  size_t payload_;
+  std::vector<uint8_t> host_;
+  uint8_t* dev_ = nullptr;
+};
+
+}  // namespace flashcheck

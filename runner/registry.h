@@ -1,0 +1,50 @@
+// Every kernel flashcheck can validate — registered in the kernels layer, the CPU replica, or loaded
+// from a plugin — behind one interface.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/kernel.h"
+#include "reference/problem.h"
+#include "verify/judge.h"
+
+namespace flashcheck {
+
+class Variant {
+ public:
+  virtual ~Variant() = default;
+  virtual std::string name() const = 0;
+  virtual const Capabilities& caps() const = 0;
+  // Empty if supported, else why not (counted as skipped, never failed).
+  virtual std::optional<std::string> unsupported(const Problem& p) const;
+  // Why the variant cannot run on this machine at all (no GPU, a GPU below its min_sm), or empty.
+  virtual std::optional<std::string> unavailable() const;
+  // Computes o (and lse if the variant has one) from buffers in the declared memory and dtype.
+  // Throws std::runtime_error on any kernel or CUDA error.
+  virtual void forward(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                       void* stream) const = 0;
+  // How the judge reads this variant's outputs, for problem p (tiles depend on the head dim).
+  Declared declared(const Problem& p) const;
+};
+
+class Registry {
+ public:
+  // The blocked CPU replica plus every kernel the build registered (gpu/*/register.cpp).
+  static Registry& builtin();
+  void add(std::shared_ptr<Variant> v);
+  const std::vector<std::shared_ptr<Variant>>& all() const { return variants_; }
+  std::shared_ptr<Variant> find(const std::string& name) const;
+
+ private:
+  std::vector<std::shared_ptr<Variant>> variants_;
+};
+
+std::shared_ptr<Variant> make_replica_variant();
+
+// Loads every kernel a plugin library exports; throws std::runtime_error naming what is wrong.
+std::vector<std::shared_ptr<Variant>> load_plugin(const std::string& path);
+
+}  // namespace flashcheck

@@ -1,0 +1,141 @@
+// The registry, the plugin ABI and the harness on the CPU: a correct plugin passes a campaign, and
+// each deliberately broken kernel is failed for exactly its fault.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "runner/campaign.h"
+#include "testing/test_seed.h"
+#include "runner/device.h"
+#include "runner/harness.h"
+#include "runner/registry.h"
+
+namespace flashcheck {
+namespace {
+
+CampaignOptions quick(int64_t cases) {
+  CampaignOptions o;
+  o.cases = cases;
+  o.seed = flashcheck::testing::seed_for(61);
+  o.max_seq = 160;
+  o.max_work = 4e6;
+  o.progress = false;
+  return o;
+}
+
+TEST(Registry, HoldsTheReplicaOnEveryMachine) {
+  auto v = Registry::builtin().find("replica");
+  ASSERT_TRUE(v);
+  EXPECT_FALSE(v->unavailable());
+  EXPECT_EQ(v->caps().memory, Memory::host);
+}
+
+// Kernels register themselves from static initialisers nothing references: if the linker dropped
+// them, the registry would come up short without a word. Every kernel CMake built must be there.
+TEST(Registry, HoldsEveryKernelTheBuildCompiled) {
+  std::string built = FLASHCHECK_BUILT_KERNELS;
+  size_t n = 0;
+  for (size_t at = 0; at < built.size();) {
+    const size_t comma = std::min(built.find(',', at), built.size());
+    const std::string name = built.substr(at, comma - at);
+    at = comma + 1;
+    if (name.empty()) continue;
+    ++n;
+    auto v = Registry::builtin().find(name);
+    ASSERT_TRUE(v) << "kernel '" << name << "' was compiled but never registered";
+    EXPECT_EQ(v->caps().memory, Memory::device) << name;
+    EXPECT_GT(v->caps().min_sm, 0) << name;
+    EXPECT_FALSE(v->caps().tiles.empty()) << name;
+  }
+  EXPECT_EQ(Registry::builtin().all().size(), n + 1) << "the replica plus the compiled kernels";
+}
+
+TEST(Registry, DeviceVariantsAreUnavailableWithoutAGpuNeverSilentlyPassed) {
+  if (!device::unavailable()) GTEST_SKIP() << "a GPU is present; gpu_variants_test covers it";
+  for (auto& v : Registry::builtin().all()) {
+    if (v->caps().memory != Memory::device) continue;
+    std::ostringstream log;
+    VariantSummary s = run_campaign(*v, quick(3), log);
+    EXPECT_TRUE(s.unavailable) << v->name();
+    EXPECT_EQ(s.passed + s.failed, 0) << v->name();
+  }
+}
+
+TEST(Registry, ReplicaPassesACampaign) {
+  std::ostringstream log;
+  VariantSummary s = run_campaign(*Registry::builtin().find("replica"), quick(40), log);
+  EXPECT_EQ(s.failed, 0) << log.str();
+  EXPECT_GT(s.passed, 30);
+}
+
+TEST(Plugin, ExampleCpuPluginLoadsAndPassesACampaign) {
+  auto kernels = load_plugin(FLASHCHECK_EXAMPLE_PLUGIN);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0]->name(), "example_cpu_plugin");
+  EXPECT_EQ(kernels[0]->caps().lse_base, LseBase::two);
+  std::ostringstream log;
+  VariantSummary s = run_campaign(*kernels[0], quick(40), log);
+  EXPECT_EQ(s.failed, 0) << log.str();
+  EXPECT_GT(s.passed, 10);
+  EXPECT_GT(s.skipped, 0);  // f16 is declined by its supports(): counted, not failed
+}
+
+TEST(Plugin, MissingLibraryOrEntryIsAClearError) {
+  EXPECT_THROW(load_plugin("/nonexistent/plugin.so"), std::runtime_error);
+  try {
+    load_plugin("libm.so.6");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("flashcheck_get_kernel"), std::string::npos);
+  }
+}
+
+// One case a broken kernel must fail, and the criterion it must fail by.
+void expect_caught(const std::string& kernel, const std::string& criterion) {
+  auto kernels = load_plugin(FLASHCHECK_BROKEN_PLUGINS);
+  std::shared_ptr<Variant> v;
+  for (auto& k : kernels)
+    if (k->name() == kernel) v = k;
+  ASSERT_TRUE(v) << kernel;
+  Case c{Problem{1, 2, 1, 37, 45, 32, 32, Causal::bottom_right, {}, DType::bf16}, Dist::normal,
+         flashcheck::testing::seed_for(62)};
+  CaseOutcome o = run_case(*v, c, 4096);
+  ASSERT_FALSE(o.skipped);
+  EXPECT_FALSE(o.passed) << kernel;
+  auto failed = o.report.failed();
+  EXPECT_NE(std::find(failed.begin(), failed.end(), criterion), failed.end()) << kernel << "\n" << to_text(o.report);
+}
+
+TEST(Harness, CatchesAWritePastTheOutput) { expect_caught("broken_oob_write", "out_of_bounds"); }
+TEST(Harness, CatchesAnUnwrittenRow) { expect_caught("broken_unwritten_row", "unwritten"); }
+TEST(Harness, CatchesAnLseInTheWrongBase) { expect_caught("broken_lse_base", "lse"); }
+
+TEST(Campaign, FailuresShrinkToASmallerProblemThatStillFails) {
+  auto kernels = load_plugin(FLASHCHECK_BROKEN_PLUGINS);
+  std::shared_ptr<Variant> v;
+  for (auto& k : kernels)
+    if (k->name() == "broken_lse_base") v = k;
+  Case c{Problem{2, 4, 2, 97, 113, 64, 64, Causal::top_left, {}, DType::bf16}, Dist::outlier_keys, 5};
+  CaseOutcome o = run_case(*v, c, 4096);
+  ASSERT_FALSE(o.passed);
+  CaseOutcome s = shrink_failure(*v, o, 4096);
+  EXPECT_FALSE(s.passed);
+  EXPECT_EQ(s.c.problem.batch, 1);
+  EXPECT_LE(s.c.problem.seq_q, 2);
+  EXPECT_LE(s.c.problem.seq_kv, 2);
+  EXPECT_EQ(s.c.dist, Dist::normal);
+}
+
+TEST(Campaign, SameSeedSameProblemsOnEveryShard) {
+  ProblemSpace space;
+  for (int64_t i = 0; i < 20; ++i) {
+    Case a = campaign_case(space, 99, i), b = campaign_case(space, 99, i);
+    EXPECT_EQ(a.problem, b.problem);
+    EXPECT_EQ(a.seed, b.seed);
+  }
+  EXPECT_NE(to_string(campaign_case(space, 99, 0).problem) + std::to_string(campaign_case(space, 99, 0).seed),
+            to_string(campaign_case(space, 100, 0).problem) + std::to_string(campaign_case(space, 100, 0).seed));
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Fails on any include or CMake link edge between folders that the architecture forbids.
+
+The layers, one way only (README, "Architecture"):
+    tools (CLI) -> runner (campaign, harness, registry, plugin loader) -> {verify, gpu (kernels), fuzz, reference}
+    verify -> reference        gpu -> reference/problem.h only        reference -> nothing
+A checker that shares a kernel's code repeats its bugs, and a verifier that depends on the runner
+cannot be reused by another caller: these edges are kept out by this script, run by ctest.
+
+    check_layers.py [ROOT]      exit 0 when clean, 1 naming every forbidden edge
+    check_layers.py --self-test proves the check fails on planted violations
+"""
+import os
+import re
+import sys
+import tempfile
+
+# Folder -> folders (or single headers) it may include. `testing` (the test main) is open to tests.
+ALLOWED = {
+    "reference": {"reference"},
+    "verify": {"verify", "reference"},
+    "fuzz": {"fuzz", "reference", "verify"},
+    "gpu": {"gpu", "reference/problem.h", "reference/conventions.h", "reference/dtype.h"},
+    "runner": {"runner", "verify", "gpu", "fuzz", "reference"},
+    "capi": {"capi", "runner", "verify", "gpu", "fuzz", "reference"},
+    "tools": {"tools", "runner", "verify", "gpu", "fuzz", "reference", "capi"},
+    "bench": {"bench", "reference", "verify", "runner"},
+    "testing": {"testing"},
+}
+# Folder -> project libraries its CMakeLists.txt may link.
+LINKS = {
+    "reference": set(),
+    "verify": {"fc_reference"},
+    "fuzz": {"fc_reference", "fc_verify"},
+    "gpu": {"fc_reference"},
+    "runner": {"fc_reference", "fc_verify", "fc_fuzz", "fc_kernels"},
+}
+SOURCE = re.compile(r"\.(h|hpp|cpp|cc|cu|cuh|c)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+LINK = re.compile(r"target_link_libraries\s*\(([^)]*)\)", re.S)
+
+
+def allowed(folder, target, is_test):
+    rules = ALLOWED.get(folder)
+    if rules is None:
+        return True
+    if is_test and target.startswith("testing/"):
+        return True
+    return any(target == r or target.startswith(r + "/") for r in rules)
+
+
+def violations(root):
+    bad = []
+    for folder in ALLOWED:
+        base = os.path.join(root, folder)
+        for dirpath, _, files in os.walk(base):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                if SOURCE.search(name):
+                    is_test = name.endswith("_test.cpp") or name.endswith("_test.cu")
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        text = f.read()
+                    for inc in INCLUDE.findall(text):
+                        if "/" not in inc:
+                            continue  # a header beside the file (C plugins include their ABI so)
+                        if not allowed(folder, inc, is_test):
+                            bad.append(f"{rel}: includes {inc} ({folder} may include {sorted(ALLOWED[folder])})")
+                elif name == "CMakeLists.txt" and folder in LINKS:
+                    with open(path, encoding="utf-8") as f:
+                        text = f.read()
+                    for args in LINK.findall(text):
+                        words = args.replace("\n", " ").split()
+                        target = words[0] if words else ""
+                        if target.endswith("_test"):
+                            continue  # a test binary links what it tests
+                        for w in words[1:]:
+                            for lib in re.findall(r"\bfc_[a-z_]+\b", w):
+                                if lib != target and lib not in LINKS[folder] and lib != "fc_test_main" \
+                                        and not lib.startswith("fc_kernel_"):
+                                    bad.append(f"{rel}: {target} links {lib} ({folder} may link {sorted(LINKS[folder])})")
+    return bad
+
+
+def self_test():
+    planted = {
+        "reference/a.cpp": '#include "verify/report.h"\n',
+        "verify/b.cpp": '#include "runner/registry.h"\n',
+        "gpu/k/c.cu": '#include "verify/criteria.h"\n',
+        "gpu/k/d.cu": '#include "reference/naive.h"\n',
+        "verify/CMakeLists.txt": "target_link_libraries(fc_verify PUBLIC fc_reference fc_fuzz)\n",
+        "reference/ok_test.cpp": '#include "testing/test_seed.h"\n#include "reference/naive.h"\n',
+        "gpu/k/ok.cu": '#include "reference/problem.h"\n#include "gpu/common/mask.cuh"\n',
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in planted.items():
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+        found = violations(root)
+    expect = ["reference/a.cpp", "verify/b.cpp", "gpu/k/c.cu", "gpu/k/d.cu", "verify/CMakeLists.txt"]
+    missed = [e for e in expect if not any(v.startswith(e) for v in found)]
+    wrong = [v for v in found if v.split(":")[0] not in expect]
+    for v in found:
+        print("  planted:", v)
+    if missed or wrong:
+        print("self-test FAILED: missed", missed, "wrongly flagged", wrong)
+        return 1
+    print("self-test: all 5 planted violations found, 2 allowed edges passed")
+    return 0
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
+        return self_test()
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    bad = violations(root)
+    for b in bad:
+        print("forbidden edge:", b)
+    print(f"check_layers: {len(bad)} forbidden edge(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+#include "verify/criteria.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "reference/mask.h"
+#include "verify/metrics.h"
+
+namespace flashcheck {
+
+Report verify_output(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt) {
+  const OracleResult& oracle = ref.oracle;
+  const std::vector<float>& baseline = ref.baseline;
+  const Tolerance& tol = opt.tol;
+  const int64_t nr = oracle.num_rows, dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
+  const size_t n_o = static_cast<size_t>(bh_n * nr * dv);
+  if (kernel.o.size() != n_o || baseline.size() != n_o || oracle.o.size() != n_o)
+    throw std::invalid_argument("verify_output: kernel, baseline and oracle outputs differ in size");
+  Report r;
+  r.problem = p;
+  r.rows_checked = nr;
+  r.sampled = !oracle.rows.empty();
+  r.elements = static_cast<int64_t>(n_o);
+
+  // The output's scale, from the oracle alone: the baseline rule's atol and the ULP rule's
+  // "significant" threshold are relative to it.
+  double max_ref = 0;
+  for (double o : oracle.o)
+    if (std::isfinite(o)) max_ref = std::max(max_ref, std::fabs(o));
+  CosineAccumulator cos;
+  double diff2 = 0, ref2 = 0, ulp_sum = 0;
+  int64_t ulp_count = 0, significant = 0;
+  std::optional<Location> first_nan;
+  double worst_err = -1;
+  auto locate = [&](size_t e, double k, double o) {
+    Location l;
+    const int64_t row_i = static_cast<int64_t>(e / static_cast<size_t>(dv)) % nr;
+    const int64_t bh = static_cast<int64_t>(e / static_cast<size_t>(dv)) / nr;
+    l.b = bh / p.heads_q;
+    l.h = bh % p.heads_q;
+    l.row = oracle.row_at(row_i);
+    l.col = static_cast<int64_t>(e % static_cast<size_t>(dv));
+    l.q_tile = l.row / opt.tile_q;
+    l.kv_tile = std::max<int64_t>(visible_keys(p, l.row) - 1, 0) / opt.tile_kv;
+    l.kernel = k;
+    l.oracle = o;
+    return l;
+  };
+
+  for (size_t e = 0; e < n_o; ++e) {
+    const float k = kernel.o[e];
+    const double o = oracle.o[e];
+    const int64_t row = oracle.row_at(static_cast<int64_t>(e / static_cast<size_t>(dv)) % nr);
+    if (is_poison(p.dtype, k)) {
+      ++r.unwritten;
+      if (!first_nan) first_nan = locate(e, k, o);
+      continue;
+    }
+    if (visible_keys(p, row) == 0) {
+      // Convention: exactly zero (either sign). NaN here is the classic 0/0 of an unguarded kernel.
+      if (k != 0.0f) ++r.empty_row_violations;
+      continue;
+    }
+    const bool nan_k = std::isnan(k), nan_o = std::isnan(o);
+    const bool inf_k = std::isinf(k), inf_o = std::isinf(o);
+    if (nan_k != nan_o || inf_k != inf_o || (inf_k && (k > 0) != (o > 0))) {
+      // NaN is no wildcard: positions (and infinities with their signs) must match the oracle.
+      ++r.nan_mismatches;
+      if (!first_nan) first_nan = locate(e, k, o);
+      continue;
+    }
+    if (nan_k || inf_k) continue;
+    const double err = std::fabs(static_cast<double>(k) - o);
+    cos.add(k, o);
+    diff2 += err * err;
+    ref2 += o * o;
+    r.max_abs = std::max(r.max_abs, err);
+    // An eager baseline that overflows (f16 scores past 65504) has no error to scale by: the rule
+    // then does not apply, and the remaining criteria judge alone.
+    double berr = std::fabs(static_cast<double>(baseline[e]) - o);
+    if (!ref.flash_baseline.empty()) berr = std::max(berr, std::fabs(static_cast<double>(ref.flash_baseline[e]) - o));
+    r.baseline_max_abs = std::isfinite(berr) ? std::max(r.baseline_max_abs, berr) : INFINITY;
+    if (err > worst_err) {
+      worst_err = err;
+      r.worst = locate(e, k, o);
+    }
+    const uint64_t u = ulp_distance(p.dtype, k, round_to(p.dtype, static_cast<float>(o)));
+    r.ulp_max = std::max(r.ulp_max, u);
+    ulp_sum += static_cast<double>(u);
+    ++ulp_count;
+    // The ULP rule counts significant elements only: where an output cancels to near 0 its ULP is
+    // tiny and any fp32 accumulation lands many ULPs away, which says nothing about the kernel.
+    if (std::fabs(o) >= max_ref / 16) {
+      ++significant;
+      if (u > tol.ulp_n) ++r.ulp_over_n;
+    }
+  }
+  if (first_nan) r.worst = first_nan;
+  r.cosine = cos.value();
+  r.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0.0);
+  r.ulp_mean = ulp_count ? ulp_sum / static_cast<double>(ulp_count) : 0.0;
+
+  auto add = [&](std::string name, bool pass, double value, double limit, std::string detail) {
+    r.criteria.push_back({std::move(name), pass, value, limit, std::move(detail)});
+  };
+  add("unwritten", r.unwritten == 0, static_cast<double>(r.unwritten), 0, "output elements still holding the poison");
+  add("nan_inf_positions", r.nan_mismatches == 0, static_cast<double>(r.nan_mismatches), 0,
+      "elements whose NaN/Inf status differs from the oracle");
+  add("empty_rows", r.empty_row_violations == 0, static_cast<double>(r.empty_row_violations), 0,
+      "elements of rows with no visible key that are not exactly 0");
+  add("cosine", r.cosine >= tol.min_cosine, r.cosine, tol.min_cosine, "2<o,r>/(|o|^2+|r|^2), at least");
+  add("rel_l2", r.rel_l2 <= tol.max_rel_l2, r.rel_l2, tol.max_rel_l2, "|o-r|/|r|, at most");
+  const double blimit = tol.baseline_k * r.baseline_max_abs + tol.baseline_atol * max_ref;
+  add("baseline_relative", r.max_abs <= blimit, r.max_abs, blimit,
+      std::isinf(blimit) ? "not applicable: the same-dtype eager baseline overflowed"
+      : ref.flash_baseline.empty()
+          ? "max|o-r| <= k*max|baseline-r| + atol*max|r| (same-dtype eager baseline)"
+          : "max|o-r| <= k*max|baseline-r| + atol*max|r| (baseline: the worse of eager fp32 and fp32 FlashAttention)");
+  // A fraction of a few hundred elements is noise: the rule needs kMinUlpElements significant ones.
+  constexpr int64_t kMinUlpElements = 1024;
+  const double frac = significant ? static_cast<double>(r.ulp_over_n) / static_cast<double>(significant) : 0.0;
+  const bool ulp_applies = tol.ulp_max_frac < 1.0 && significant >= kMinUlpElements;
+  add("ulp", !ulp_applies || frac <= tol.ulp_max_frac, frac, tol.ulp_max_frac,
+      tol.ulp_max_frac >= 1.0 ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
+      : !ulp_applies ? "reported only: " + std::to_string(significant) + " significant elements (< " +
+                           std::to_string(kMinUlpElements) + ")"
+                     : "fraction of significant elements (|r| >= max|r|/16) more than " + std::to_string(tol.ulp_n) +
+                           " ULP from the rounded oracle");
+
+  if (kernel.lse) {
+    const auto& lse = *kernel.lse;
+    if (lse.size() != static_cast<size_t>(bh_n * nr)) throw std::invalid_argument("verify_output: lse size mismatch");
+    double max_abs = 0, max_rel = 0;
+    int64_t bad = 0, bad_empty = 0, unwritten = 0;
+    const float empty_want = opt.empty_lse == EmptyRowLse::neg_inf ? -INFINITY : INFINITY;
+    for (size_t i = 0; i < lse.size(); ++i) {
+      const float k = lse[i];
+      const double o = oracle.lse[i];
+      const int64_t row = oracle.row_at(static_cast<int64_t>(i) % nr);
+      if (is_poison(DType::f32, k)) {
+        ++unwritten;
+        continue;
+      }
+      if (visible_keys(p, row) == 0) {
+        if (k != empty_want) ++bad_empty;
+        continue;
+      }
+      if (std::isnan(k) != std::isnan(o) || std::isinf(k) != std::isinf(o)) {
+        ++bad;
+        continue;
+      }
+      if (std::isnan(k) || std::isinf(k)) continue;
+      const double err = std::fabs(k - o);
+      max_abs = std::max(max_abs, err);
+      max_rel = std::max(max_rel, err / std::max(std::fabs(o), 1e-30));
+      if (err > tol.lse_atol + tol.lse_rtol * (std::fabs(o) + ref.score_bound[i])) ++bad;
+    }
+    r.lse_max_abs = max_abs;
+    r.lse_max_rel = max_rel;
+    r.unwritten += unwritten;
+    r.empty_row_violations += bad_empty;
+    add("lse", bad == 0 && unwritten == 0 && bad_empty == 0, max_abs, tol.lse_atol,
+        std::to_string(bad) + " rows off by more than atol + rtol*(|lse| + max|score|) (natural log), " + std::to_string(bad_empty) +
+            " empty rows not " + (opt.empty_lse == EmptyRowLse::neg_inf ? "-inf" : "+inf") + ", " +
+            std::to_string(unwritten) + " unwritten");
+  }
+  return r;
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,165 @@
+// The checker must not be fooled: each test hands it a documented way broken kernels pass other
+// suites, and one hands it a correct kernel (the replica with kernel numerics) which must pass.
+#include "verify/criteria.h"
+#include "verify/expected.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "testing/test_seed.h"
+#include "reference/replica.h"
+#include "verify/baseline.h"
+#include "verify/metrics.h"
+
+namespace flashcheck {
+namespace {
+
+struct Fixture {
+  Problem p;
+  Inputs in;
+  Expected ref;
+  ReplicaResult good;
+  CheckOptions opt;
+
+  explicit Fixture(Problem prob, uint64_t salt) : p(prob) {
+    in = make_inputs(p, flashcheck::testing::seed_for(salt));
+    ref = make_expected(p, in);
+    good = replica_attention(p, in, ReplicaConfig{});
+    opt.tol = tolerance_for(p.dtype);
+  }
+  Report judge(std::vector<float> o, std::optional<std::vector<float>> lse) const {
+    return verify_output(p, ref, KernelResult{std::move(o), std::move(lse)}, opt);
+  }
+  Report judge_good() const { return judge(good.o, good.lse); }
+};
+
+bool failed(const Report& r, const std::string& name) {
+  for (auto& f : r.failed())
+    if (f == name) return true;
+  return false;
+}
+
+Problem causal_problem(DType d) { return Problem{2, 4, 2, 150, 97, 64, 64, Causal::bottom_right, {}, d}; }
+
+TEST(Verdict, ACorrectKernelPassesInEveryDtype) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+    Fixture f(causal_problem(d), 41);
+    Report r = f.judge_good();
+    EXPECT_TRUE(r.pass()) << to_text(r);
+  }
+}
+
+TEST(Verdict, AllZeroOutputFails) {
+  Fixture f(Problem{1, 2, 2, 64, 64, 32, 32, Causal::none, {}, DType::bf16}, 42);
+  Report r = f.judge(std::vector<float>(f.good.o.size(), 0.0f), f.good.lse);
+  EXPECT_FALSE(r.pass());
+  EXPECT_TRUE(failed(r, "cosine"));
+  EXPECT_TRUE(failed(r, "rel_l2"));
+}
+
+TEST(Verdict, NanIsNoWildcard) {
+  Fixture f(causal_problem(DType::bf16), 43);
+  auto o = f.good.o;
+  o[o.size() - 7] = std::nanf("");  // last row: sees every key
+  Report r = f.judge(o, f.good.lse);
+  EXPECT_TRUE(failed(r, "nan_inf_positions")) << to_text(r);
+  ASSERT_TRUE(r.worst);
+  EXPECT_TRUE(std::isnan(r.worst->kernel));
+}
+
+TEST(Verdict, Base2LseIsCaught) {
+  Fixture f(causal_problem(DType::f16), 44);
+  auto lse = f.good.lse;
+  for (float& x : lse) x = static_cast<float>(x / std::log(2.0));  // log2 written as if natural
+  EXPECT_TRUE(failed(f.judge(f.good.o, lse), "lse"));
+}
+
+TEST(Verdict, UnwrittenElementsAreCaught) {
+  Fixture f(causal_problem(DType::bf16), 45);
+  auto o = f.good.o;
+  o[o.size() - 1] = poison_value(DType::bf16);  // the last element of the last row never written
+  Report r = f.judge(o, f.good.lse);
+  EXPECT_TRUE(failed(r, "unwritten"));
+  EXPECT_EQ(r.unwritten, 1);
+}
+
+TEST(Verdict, NanInEmptyRowsIsCaught) {
+  Fixture f(causal_problem(DType::bf16), 46);  // sq 150 > skv 97: 53 empty rows per head
+  auto o = f.good.o;
+  for (int64_t c = 0; c < f.p.head_dim_v; ++c) o[c] = std::nanf("");  // 0/0 of an unguarded kernel
+  EXPECT_TRUE(failed(f.judge(o, f.good.lse), "empty_rows"));
+  auto lse = f.good.lse;
+  lse[0] = INFINITY;  // FA2's convention, undeclared
+  EXPECT_TRUE(failed(f.judge(f.good.o, lse), "lse"));
+  f.opt.empty_lse = EmptyRowLse::pos_inf;
+  for (int64_t bh = 0; bh < 8; ++bh)
+    for (int64_t i = 0; i < 53; ++i) lse[bh * 150 + i] = INFINITY;
+  EXPECT_TRUE(f.judge(f.good.o, lse).pass());  // declared: accepted
+}
+
+TEST(Verdict, WrongMaskAlignmentFails) {
+  Problem p = causal_problem(DType::bf16);
+  Fixture f(p, 47);
+  Problem tl = p;
+  tl.causal = Causal::top_left;
+  ReplicaResult wrong = replica_attention(tl, f.in, ReplicaConfig{});
+  Report r = f.judge(wrong.o, wrong.lse);
+  EXPECT_FALSE(r.pass());
+}
+
+TEST(Verdict, OneBadElementInAMillionIsFoundAndLocated) {
+  Fixture f(Problem{1, 8, 8, 1000, 1000, 128, 128, Causal::none, {}, DType::bf16}, 48);
+  auto o = f.good.o;
+  const int64_t h = 5, row = 777, col = 100;
+  const size_t e = static_cast<size_t>((h * 1000 + row) * 128 + col);
+  o[e] = round_to(DType::bf16, o[e] + 0.05f);
+  Report r = f.judge(o, f.good.lse);
+  EXPECT_TRUE(failed(r, "baseline_relative")) << to_text(r);
+  ASSERT_TRUE(r.worst);
+  EXPECT_EQ(r.worst->h, h);
+  EXPECT_EQ(r.worst->row, row);
+  EXPECT_EQ(r.worst->col, col);
+  EXPECT_EQ(r.worst->q_tile, 6);
+  EXPECT_EQ(r.worst->kv_tile, 7);
+}
+
+TEST(Verdict, GqaHeadMappingMistakeFails) {
+  Problem p{1, 4, 2, 64, 64, 32, 32, Causal::none, {}, DType::bf16};
+  Fixture f(p, 49);
+  // A kernel that maps query head h to KV head h % Hkv instead of h / (Hq/Hkv).
+  Problem mha = p;
+  mha.heads_kv = 4;
+  Inputs wrong{f.in.q, {}, {}};
+  for (int64_t h = 0; h < 4; ++h) {
+    int64_t kv = h % 2;
+    wrong.k.insert(wrong.k.end(), f.in.k.begin() + kv * 64 * 32, f.in.k.begin() + (kv + 1) * 64 * 32);
+    wrong.v.insert(wrong.v.end(), f.in.v.begin() + kv * 64 * 32, f.in.v.begin() + (kv + 1) * 64 * 32);
+  }
+  ReplicaResult r = replica_attention(mha, wrong, ReplicaConfig{});
+  EXPECT_FALSE(f.judge(r.o, r.lse).pass());
+}
+
+TEST(Verdict, JsonNamesFailuresAndWritesNonFiniteAsStrings) {
+  Fixture f(causal_problem(DType::bf16), 50);
+  auto o = f.good.o;
+  o[f.p.head_dim_v * 60] = std::nanf("");
+  Report r = f.judge(o, f.good.lse);
+  auto j = to_json(r);
+  EXPECT_FALSE(j["pass"].get<bool>());
+  EXPECT_EQ(j["failed"][0], "nan_inf_positions");
+  EXPECT_EQ(j["worst"]["kernel"], "nan");
+  EXPECT_NO_THROW(nlohmann::json::parse(j.dump()));
+}
+
+TEST(SampleRows, CoversEdgesAndIsSorted) {
+  auto rows = sample_rows(100000, 500);
+  EXPECT_LE(rows.size(), 500u);
+  EXPECT_EQ(rows.front(), 0);
+  EXPECT_EQ(rows.back(), 99999);
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  EXPECT_TRUE(sample_rows(100, 500).empty());
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,81 @@
+#include "verify/expected.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "reference/mask.h"
+#include "reference/replica.h"
+#include "verify/baseline.h"
+#include "verify/metrics.h"
+
+namespace flashcheck {
+
+void lse_base2_to_natural(std::vector<float>& lse) {
+  for (float& x : lse)
+    if (!is_poison(DType::f32, x)) x = static_cast<float>(static_cast<double>(x) * kLn2);
+}
+
+std::vector<float> select_rows(const Problem& p, const std::vector<float>& full, int64_t width,
+                               const OracleResult& oracle) {
+  if (oracle.rows.empty()) return full;
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(p.batch * p.heads_q * oracle.num_rows * width));
+  for (int64_t bh = 0; bh < p.batch * p.heads_q; ++bh)
+    for (int64_t r : oracle.rows) {
+      auto it = full.begin() + (bh * p.seq_q + r) * width;
+      out.insert(out.end(), it, it + width);
+    }
+  return out;
+}
+
+std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge) {
+  if (seq_q <= count) return {};
+  std::set<int64_t> s;
+  for (int64_t i = 0; i < std::min(edge, seq_q); ++i) {
+    s.insert(i);
+    s.insert(seq_q - 1 - i);
+  }
+  const int64_t rest = std::max<int64_t>(count - static_cast<int64_t>(s.size()), 1);
+  for (int64_t k = 0; k < rest; ++k) s.insert(k * (seq_q - 1) / rest);
+  return {s.begin(), s.end()};
+}
+
+Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+  Expected r;
+  r.oracle = naive_attention(p, in, rows);
+  r.baseline = dtype_baseline(p, in, rows);
+  const int64_t nr = r.oracle.num_rows;
+  r.score_bound.resize(static_cast<size_t>(p.batch * p.heads_q * nr));
+  auto norm = [](const float* x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+    return std::sqrt(s);
+  };
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      // Prefix maxima of ‖k_j‖: a row's visible keys are always a prefix.
+      std::vector<double> kmax(static_cast<size_t>(p.seq_kv));
+      double m = 0;
+      for (int64_t j = 0; j < p.seq_kv; ++j)
+        kmax[static_cast<size_t>(j)] = m = std::max(m, norm(&in.k[static_cast<size_t>(((b * p.heads_kv + hk) * p.seq_kv + j) * p.head_dim_qk)], p.head_dim_qk));
+      for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
+        for (int64_t ri = 0; ri < nr; ++ri) {
+          const int64_t i = r.oracle.row_at(ri), n = visible_keys(p, i);
+
+          const double qn = norm(&in.q[static_cast<size_t>(((b * p.heads_q + h) * p.seq_q + i) * p.head_dim_qk)], p.head_dim_qk);
+          r.score_bound[static_cast<size_t>((b * p.heads_q + h) * nr + ri)] =
+              n ? std::fabs(p.softmax_scale()) * qn * kmax[static_cast<size_t>(n - 1)] : 0.0;
+        }
+    }
+  if (p.dtype == DType::f32 && rows.empty()) {
+    ReplicaConfig cfg;
+    cfg.block_q = cfg.block_kv = 64;
+    cfg.round_p = false;
+    cfg.finite_neg_inf = false;
+    r.flash_baseline = replica_attention(p, in, cfg).o;
+  }
+  return r;
+}
+
+}  // namespace flashcheck

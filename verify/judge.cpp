@@ -1,0 +1,34 @@
+#include "verify/judge.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "verify/criteria.h"
+#include "verify/expected.h"
+#include "verify/tolerance.h"
+
+namespace flashcheck {
+
+Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const Declared& declared,
+             const JudgeOptions& opt) {
+  if (out.o.size() != static_cast<size_t>(p.o_elems())) throw std::invalid_argument("judge: o has the wrong size");
+  if (out.lse && out.lse->size() != static_cast<size_t>(p.lse_elems()))
+    throw std::invalid_argument("judge: lse has the wrong size");
+  const std::vector<int64_t> rows = sample_rows(p.seq_q, opt.max_rows);
+  const Expected expected = make_expected(p, in, rows);
+  KernelResult kr;
+  kr.o = select_rows(p, {out.o.begin(), out.o.end()}, p.head_dim_v, expected.oracle);
+  if (out.lse && declared.lse_base != LseBase::none) {
+    std::vector<float> lse(out.lse->begin(), out.lse->end());
+    if (declared.lse_base == LseBase::two) lse_base2_to_natural(lse);  // declared, so converted; never guessed
+    kr.lse = select_rows(p, lse, 1, expected.oracle);
+  }
+  Report r = verify_output(p, expected, kr,
+                           CheckOptions{tolerance_for(p.dtype), declared.tile_q, declared.tile_kv, declared.empty_lse});
+  if (out.oob_writes)
+    r.criteria.push_back({"out_of_bounds", *out.oob_writes == 0, static_cast<double>(*out.oob_writes), 0,
+                          "canary bytes around o and lse overwritten (writes past the buffers)"});
+  return r;
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,44 @@
+// The one judge: a kernel's output for a problem → the report. Every way in (`flashcheck check` on
+// a file, a campaign case run through the harness, the C API and Python) calls this, so each gets
+// the same row sampling, the same oracle, the same declared-convention handling and the same
+// criteria.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "reference/conventions.h"
+#include "reference/inputs.h"
+#include "reference/problem.h"
+#include "verify/report.h"
+
+namespace flashcheck {
+
+// What the kernel declares about its outputs. These are read as declared and never guessed: a
+// base-2 LSE is converted only because the kernel says it is base 2.
+struct Declared {
+  LseBase lse_base = LseBase::e;
+  EmptyRowLse empty_lse = EmptyRowLse::neg_inf;
+  int64_t tile_q = 128, tile_kv = 128;  // the kernel's tiles, to name the tile of the worst element
+};
+
+// A kernel's output over every row: o [B, Hq, Sq, Dv] widened to fp32 (poison included), lse
+// [B, Hq, Sq] in the declared base when the kernel writes one.
+struct KernelOutput {
+  std::span<const float> o;
+  std::optional<std::span<const float>> lse;
+  // Canary bytes around o and lse that changed, when the caller fenced the buffers (the harness);
+  // absent when nobody could look (an output file).
+  std::optional<int64_t> oob_writes;
+};
+
+struct JudgeOptions {
+  int64_t max_rows = kDefaultMaxRows;  // per (b, h): above this, rows are sampled
+};
+
+// Samples rows (all when Sq ≤ max_rows), builds what is expected of them, restricts the kernel's
+// output to them, brings LSE to natural log and applies every criterion. The caller sets repro.
+Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const Declared& declared,
+             const JudgeOptions& opt = {});
+
+}  // namespace flashcheck
