@@ -1,5 +1,7 @@
 #include "reference/dtype.h"
 
+#include <cmath>
+
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -111,6 +113,16 @@ double unit_roundoff(DType d) {
     case DType::bf16: return 0x1p-8;
   }
   return 0;
+}
+
+float round_toward_zero(DType d, float x) {
+  const float r = round_to(d, x);
+  if (d == DType::f32 || !(std::fabs(r) > std::fabs(x))) return r;  // already toward zero (or NaN)
+  // Rounded up in magnitude: step one representable value back toward zero. Sign-magnitude bits,
+  // so the magnitude's predecessor is the pattern minus one (|r| > |x| ≥ 0 means r is not ±0).
+  const uint16_t bits = d == DType::bf16 ? f32_to_bf16_bits(r) : f32_to_f16_bits(r);
+  const uint16_t down = static_cast<uint16_t>(bits - 1);
+  return d == DType::bf16 ? bf16_bits_to_f32(down) : f16_bits_to_f32(down);
 }
 
 }  // namespace flashcheck

@@ -28,6 +28,10 @@ void decode(DType d, const void* src, int64_t n, float* dst);
 
 // Round an fp32 value to the nearest value representable in `d` (identity for f32).
 float round_to(DType d, float x);
+// Round toward zero instead (what a truncating conversion does): the representable value of `d`
+// nearest x that is not larger in magnitude. Identity for f32. A bug class, not a convention: the
+// replica uses it to prove the checker catches kernels that truncate.
+float round_toward_zero(DType d, float x);
 // Unit roundoff of `d`: half the spacing of representable values at 1.0 (2^-24, 2^-11, 2^-8).
 double unit_roundoff(DType d);
 

@@ -78,7 +78,7 @@ ReplicaResult replica_attention(const Problem& p, const Inputs& in, const Replic
         for (int64_t j = 0; j < nk; ++j) {
           const float pij = ex(S(i, j) * scale - m_use * scale);
           rowsum += pij;
-          S(i, j) = cfg.round_p ? round_to(p.dtype, pij) : pij;
+          S(i, j) = cfg.round_p ? (cfg.truncate ? round_toward_zero(p.dtype, pij) : round_to(p.dtype, pij)) : pij;
         }
         l[i] = l[i] * corr + rowsum;
         O.row(i) *= corr;
@@ -97,7 +97,8 @@ ReplicaResult replica_attention(const Problem& p, const Inputs& in, const Replic
       float* lse = res.lse.data() + bh * sq + q0 + i;
       if (l[i] == 0.0f || visible_keys(p, q0 + i) == 0) continue;  // no key seen: O = 0, LSE = -inf
       const float inv = 1.0f / l[i];
-      for (int64_t c = 0; c < dv; ++c) o[c] = round_to(p.dtype, O(i, c) * inv);
+      for (int64_t c = 0; c < dv; ++c)
+        o[c] = cfg.truncate ? round_toward_zero(p.dtype, O(i, c) * inv) : round_to(p.dtype, O(i, c) * inv);
       // LSE = scaled max + log(ℓ), converted to natural log when the kernel worked in base 2.
       *lse = cfg.use_exp2 ? (m[i] * scale + std::log2(l[i])) * kLn2F : m[i] * scale + std::log(l[i]);
     }

@@ -19,6 +19,9 @@ struct ReplicaConfig {
   // Round P to the input dtype before P·V, as kernels cast the fp32 scores to bf16/fp16 to feed the
   // tensor cores. The row sum ℓ is still accumulated from the unrounded fp32 P, as they do.
   bool round_p = true;
+  // Round P and O toward zero instead of to nearest: a kernel bug class (a truncating cvt) that the
+  // checker's rounding-bias criterion must catch; never a correct configuration.
+  bool truncate = false;
   // Initialise the running max with the finite -2^30 some kernels use instead of -inf.
   bool finite_neg_inf = true;
   // Skip KV tiles that lie wholly above the causal diagonal (kernels do; results must not change).

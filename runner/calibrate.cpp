@@ -48,6 +48,14 @@ void calibrate(int64_t cases, uint64_t seed, std::ostream& out) {
       m["rel_l2"].push_back(r.rel_l2);
       m["max_abs/baseline_max_abs"].push_back(r.max_abs / std::max(r.baseline_max_abs, 1e-300));
       m["max_abs"].push_back(r.max_abs);
+      m["|rounding_bias|"].push_back(std::fabs(r.rounding_bias));
+      if (d != DType::f32) {  // the same problem with P and O truncated: how far a truncating kernel lands
+        ReplicaConfig trunc = cfg;
+        trunc.truncate = true;
+        const ReplicaResult t = replica_attention(p, in, trunc);
+        m["|rounding_bias| truncating"].push_back(
+            std::fabs(verify_output(p, ref, KernelResult{t.o, t.lse}, CheckOptions{loose}).rounding_bias));
+      }
       double lse_scaled = 0;  // |Δlse| / max(1, |lse|): absolute for small LSE, relative for huge
       for (size_t i = 0; i < rep.lse.size(); ++i)
         if (std::isfinite(truth.lse[i]))
@@ -70,7 +78,11 @@ void calibrate(int64_t cases, uint64_t seed, std::ostream& out) {
     for (auto& [name, v] : m) {
       std::sort(v.begin(), v.end());
       auto q = [&](double f) { return v[std::min(v.size() - 1, static_cast<size_t>(f * static_cast<double>(v.size())))]; };
-      out << "  " << name << ": median " << q(0.5) << "  p99 " << q(0.99) << "  max " << v.back() << "\n";
+      if (name == "|rounding_bias| truncating")
+        out << "  truncating runs failed by the rounding_bias limit " << tolerance_for(d).max_rounding_bias << ": "
+            << std::count_if(v.begin(), v.end(), [&](double x) { return x > tolerance_for(d).max_rounding_bias; }) << " of "
+            << v.size() << "\n";
+      out << "  " << name << ": min " << v.front() << "  median " << q(0.5) << "  p99 " << q(0.99) << "  max " << v.back() << "\n";
     }
   }
 }

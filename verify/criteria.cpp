@@ -32,6 +32,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   CosineAccumulator cos;
   double diff2 = 0, ref2 = 0, ulp_sum = 0;
   int64_t ulp_count = 0, significant = 0;
+  double bias_sum = 0, bias_mag_sum = 0;  // Σ err/ulp, and Σ sign(r)·err/ulp, over significant elements
   std::optional<Location> first_nan;
   double worst_err = -1;
   auto locate = [&](size_t e, double k, double o) {
@@ -95,6 +96,11 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     if (std::fabs(o) >= max_ref / 16) {
       ++significant;
       if (u > tol.ulp_n) ++r.ulp_over_n;
+      // Signed error in ULPs of the exact value: a correctly rounding kernel errs both ways and its
+      // mean is ~0; truncation (toward zero, or toward -inf) moves every element the same way.
+      const double e_ulp = (static_cast<double>(k) - o) / ulp_at(p.dtype, o);
+      bias_sum += e_ulp;
+      bias_mag_sum += o < 0 ? -e_ulp : e_ulp;
     }
   }
   if (first_nan) r.worst = first_nan;
@@ -128,6 +134,21 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
                            std::to_string(kMinUlpElements) + ")"
                      : "fraction of significant elements (|r| >= max|r|/16) more than " + std::to_string(tol.ulp_n) +
                            " ULP from the rounded oracle");
+
+  // Rounding direction. Both signed means are kept: truncation toward zero shows in the one signed
+  // by the value (|o| too small everywhere), rounding toward -inf or +inf in the plain one (a
+  // signed-by-value mean cancels it when half the outputs are negative). Same element floor as the
+  // ULP rule: a mean of a few hundred correlated errors is noise.
+  const double n_sig = static_cast<double>(std::max<int64_t>(significant, 1));
+  r.rounding_bias = std::fabs(bias_sum / n_sig) >= std::fabs(bias_mag_sum / n_sig) ? bias_sum / n_sig : bias_mag_sum / n_sig;
+  const bool bias_applies = tol.max_rounding_bias < 1.0 && significant >= kMinUlpElements;
+  add("rounding_bias", !bias_applies || std::fabs(r.rounding_bias) <= tol.max_rounding_bias, r.rounding_bias,
+      tol.max_rounding_bias,
+      tol.max_rounding_bias >= 1.0 ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
+      : !bias_applies ? "reported only: " + std::to_string(significant) + " significant elements (< " +
+                            std::to_string(kMinUlpElements) + ")"
+                      : "mean signed error in output ULPs over significant elements (plain, or signed by the value: "
+                        "the larger), at most this in magnitude");
 
   if (kernel.lse) {
     const auto& lse = *kernel.lse;

@@ -161,5 +161,22 @@ TEST(SampleRows, CoversEdgesAndIsSorted) {
   EXPECT_TRUE(sample_rows(100, 500).empty());
 }
 
+// A kernel's bugs sit at its q-tiles' edge rows (tail predicates, the partial last tile, blocks with
+// no visible key): sampling a production shape keeps every tile's first and last row.
+TEST(SampleRows, KeepsEveryTilesEdgeRows) {
+  const int64_t sq = 10000, tile = 128;
+  auto rows = sample_rows(sq, 4096, 64, tile);
+  EXPECT_LE(rows.size(), 4096u);
+  for (int64_t t = 0; t * tile < sq; ++t) {
+    EXPECT_TRUE(std::binary_search(rows.begin(), rows.end(), t * tile)) << t;
+    EXPECT_TRUE(std::binary_search(rows.begin(), rows.end(), std::min(sq, (t + 1) * tile) - 1)) << t;
+  }
+  // Too many tiles for the budget: a spread of them, always the last (partial) one.
+  auto few = sample_rows(100000, 500, 64, 128);
+  EXPECT_LE(few.size(), 520u);
+  EXPECT_TRUE(std::is_sorted(few.begin(), few.end()));
+  EXPECT_TRUE(std::binary_search(few.begin(), few.end(), 99968));  // first row of the last tile
+}
+
 }  // namespace
 }  // namespace flashcheck

@@ -29,9 +29,21 @@ std::vector<float> select_rows(const Problem& p, const std::vector<float>& full,
   return out;
 }
 
-std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge) {
+std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge, int64_t tile_q) {
   if (seq_q <= count) return {};
   std::set<int64_t> s;
+  // Tile edges first: a kernel's bugs live at the first and last row of its q-tiles (the tail
+  // predicate, the last tile's partial rows, the block that sees no key). Every tile's two edge rows
+  // while they fit in half the budget; beyond that an even spread of tiles, the last tile always.
+  if (tile_q > 0) {
+    const int64_t tiles = (seq_q + tile_q - 1) / tile_q;
+    const int64_t take = std::min(tiles, std::max<int64_t>(count / 4, 1));
+    for (int64_t k = 0; k < take; ++k) {
+      const int64_t t = take == 1 ? tiles - 1 : k * (tiles - 1) / (take - 1);
+      s.insert(t * tile_q);
+      s.insert(std::min(seq_q, (t + 1) * tile_q) - 1);
+    }
+  }
   for (int64_t i = 0; i < std::min(edge, seq_q); ++i) {
     s.insert(i);
     s.insert(seq_q - 1 - i);

@@ -35,7 +35,9 @@ void lse_base2_to_natural(std::vector<float>& lse);
 std::vector<float> select_rows(const Problem& p, const std::vector<float>& full, int64_t width,
                                const OracleResult& oracle);
 // Rows to check when the whole problem is too large for the oracle: the first and last `edge` rows
-// and evenly spaced ones between, `count` in all (ascending, unique). All rows when Sq ≤ count.
-std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge = 64);
+// and evenly spaced ones between, about `count` in all (ascending, unique). All rows when Sq ≤ count.
+// With tile_q > 0 the first and last row of the kernel's q-tiles are included too (every tile's
+// while they fit in half of `count`).
+std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge = 64, int64_t tile_q = 0);
 
 }  // namespace flashcheck

@@ -59,4 +59,13 @@ uint64_t ulp_distance(DType d, float a, float b) {
   return static_cast<uint64_t>(x > y ? x - y : y - x);
 }
 
+double ulp_at(DType d, double x) {
+  // mantissa bits after the point, and the smallest normal exponent, per dtype
+  const int frac_bits = d == DType::f32 ? 23 : d == DType::f16 ? 10 : 7;
+  const int min_exp = d == DType::f16 ? -14 : -126;
+  int e = 0;
+  std::frexp(std::fabs(x), &e);  // |x| = m·2^e, m in [0.5, 1): the leading bit is 2^(e-1)
+  return std::ldexp(1.0, std::max(e - 1, min_exp) - frac_bits);
+}
+
 }  // namespace flashcheck

@@ -20,6 +20,8 @@ int64_t ordered_bits(DType d, float x);
 // ULP distance of two values representable in `d`. Both NaN: 0. One NaN: kNanUlp.
 inline constexpr uint64_t kNanUlp = std::numeric_limits<uint64_t>::max();
 uint64_t ulp_distance(DType d, float a, float b);
+// The spacing of the dtype's representable values at |x| (its ULP there), subnormals included.
+double ulp_at(DType d, double x);
 
 // 2⟨x,y⟩ / (‖x‖² + ‖y‖²) in fp64 (TileLang's form): 1 only when x == y, and 0 against all zeros,
 // so an all-zero output cannot pass. Both all-zero: 1.

@@ -30,7 +30,7 @@ std::string to_text(const Report& r) {
        << c.detail << "\n";
   os << "  metrics: cos=" << r.cosine << " rel_l2=" << r.rel_l2 << " max_abs=" << r.max_abs
      << " baseline_max_abs=" << r.baseline_max_abs << " ulp_max=" << (r.ulp_max == kNanUlp ? -1.0 : double(r.ulp_max))
-     << " ulp_mean=" << r.ulp_mean;
+     << " ulp_mean=" << r.ulp_mean << " rounding_bias=" << r.rounding_bias;
   if (r.lse_max_abs) os << " lse_max_abs=" << *r.lse_max_abs << " lse_max_rel=" << *r.lse_max_rel;
   os << "\n";
   if (r.worst) {
@@ -65,6 +65,7 @@ nlohmann::json to_json(const Report& r) {
                   {"max_abs", num(r.max_abs)},       {"baseline_max_abs", num(r.baseline_max_abs)},
                   {"ulp_max", r.ulp_max == kNanUlp ? nlohmann::json("nan") : nlohmann::json(r.ulp_max)},
                   {"ulp_mean", num(r.ulp_mean)},     {"ulp_over_n", r.ulp_over_n},
+                  {"rounding_bias", num(r.rounding_bias)},
                   {"elements", r.elements},          {"nan_mismatches", r.nan_mismatches},
                   {"unwritten", r.unwritten},        {"empty_row_violations", r.empty_row_violations}};
   if (r.lse_max_abs) {

@@ -33,6 +33,7 @@ struct Report {
   double cosine = 1, rel_l2 = 0, max_abs = 0, baseline_max_abs = 0;
   uint64_t ulp_max = 0;
   double ulp_mean = 0;
+  double rounding_bias = 0;  // mean signed error in output ULPs over significant elements
   int64_t ulp_over_n = 0, elements = 0, nan_mismatches = 0, unwritten = 0, empty_row_violations = 0;
   std::optional<double> lse_max_abs, lse_max_rel;
   std::optional<Location> worst;

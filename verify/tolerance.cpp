@@ -11,11 +11,13 @@ namespace flashcheck {
 // magnitude (2^-7, 2^-10 relative for bf16, f16), since a one-hot softmax makes the eager baseline
 // exact and any kernel that rounds P differently is then one ULP off. f32 has no ULP criterion: fp32-accumulating kernels
 // land many f32 ULP from fp64 wherever outputs cancel; rel_l2 and the baseline rule judge it.
+// Rounding bias (16-bit): |mean signed error| ≤ 0.3 output ULP, 2× the largest of correct runs
+// (0.15); a kernel truncating P and O lands at a median of 0.69 (TOLERANCE.md). f32: reported only.
 const Tolerance& tolerance_for(DType d) {
-  //                                min_cos     rel_l2  k    atol   lse_atol lse_rtol ulp_n frac
-  static const Tolerance f32{1.0 - 1e-6, 1e-3, 32.0, 0x1p-20, 1e-5, 8e-6, UINT64_MAX, 1.0};
-  static const Tolerance f16{1.0 - 2e-6, 3e-3, 2.0, 0x1p-10, 1e-5, 8e-6, 1, 0.45};
-  static const Tolerance bf16{1.0 - 4e-5, 1.8e-2, 2.0, 0x1p-7, 1e-5, 8e-6, 1, 0.45};
+  //                                min_cos     rel_l2  k    atol   lse_atol lse_rtol ulp_n frac  bias
+  static const Tolerance f32{1.0 - 1e-6, 1e-3, 32.0, 0x1p-20, 1e-5, 8e-6, UINT64_MAX, 1.0, 1.0};
+  static const Tolerance f16{1.0 - 2e-6, 3e-3, 2.0, 0x1p-10, 1e-5, 8e-6, 1, 0.45, 0.3};
+  static const Tolerance bf16{1.0 - 4e-5, 1.8e-2, 2.0, 0x1p-7, 1e-5, 8e-6, 1, 0.45, 0.3};
   switch (d) {
     case DType::f32: return f32;
     case DType::f16: return f16;

@@ -17,6 +17,7 @@ struct Tolerance {
   double lse_rtol;
   uint64_t ulp_n;         // elements more than ulp_n ULP (in the output dtype) from the rounded oracle...
   double ulp_max_frac;    // ...may be at most this fraction of the checked elements
+  double max_rounding_bias = 1.0;  // |mean signed error| in output ULPs; ≥ 1 means reported only
 };
 
 const Tolerance& tolerance_for(DType d);
