@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "verify/judge.h"
+#include "verify/names.h"
 #include "verify/safetensors.h"
 
 namespace flashcheck {
@@ -47,6 +48,10 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   } catch (const SafetensorsError& e) {
     throw CannotTest(e.what());
   }
+  // A misspelt name (`casual`, `LSE`) would otherwise be judged as absent: the default causal mode,
+  // or no LSE check at all. Near misses are refused; other unknown names are read past and said.
+  const NameAudit names = audit_names(f);
+  if (names.refused()) throw CannotTest(names.refusal());
   const StTensor &q = need(f, "q"), &k = need(f, "k"), &v = need(f, "v"), &o = need(f, "o");
   for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}}) {
     if (t->dtype != StDType::BF16 && t->dtype != StDType::F16 && t->dtype != StDType::F32)
@@ -110,6 +115,8 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
                           empty == "-inf" ? EmptyRowLse::neg_inf : EmptyRowLse::pos_inf, opt.tile_q, opt.tile_kv};
   Report r = judge(p, in, out, declared, JudgeOptions{opt.max_rows});
   r.repro = "flashcheck check " + path.string();
+  if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");
+  for (auto& line : names.ignored_lines()) r.notes.push_back(line);
   return r;
 }
 

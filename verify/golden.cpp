@@ -2,9 +2,12 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "reference/naive.h"
 #include "verify/check_file.h"
@@ -88,136 +91,264 @@ std::vector<uint8_t> golden_bytes(const GoldenCase& c) {
 }
 
 namespace {
-std::vector<uint8_t> read_all(const std::filesystem::path& p) {
-  std::ifstream is(p, std::ios::binary);
-  return {(std::istreambuf_iterator<char>(is)), std::istreambuf_iterator<char>()};
-}
-}  // namespace
+// Goldens are a few MB; the cap only keeps a hostile path from being read without end.
+constexpr uint64_t kMaxGoldenBytes = uint64_t{1} << 30;
 
-GoldenStatus golden_regen(const std::filesystem::path& dir, bool force, std::ostream& log) {
-  std::filesystem::create_directories(dir);
-  GoldenStatus st;
+std::vector<uint8_t> read_all(const std::filesystem::path& p) { return read_regular_file(p, kMaxGoldenBytes); }
+
+nlohmann::ordered_json manifest_for(const std::vector<std::vector<uint8_t>>& files) {
   nlohmann::ordered_json manifest;
   manifest["format_version"] = kFormatVersion;
   manifest["generator"] = "flashcheck golden regen (Philox4x32-10 inputs, fp64 oracle)";
   manifest["cases"] = nlohmann::json::array();
-  for (const GoldenCase& c : golden_cases()) {
-    const auto bytes = golden_bytes(c);
-    const std::string file = c.name + ".safetensors";
-    const auto path = dir / file;
-    std::string hash = sha256_hex(bytes);
-    if (std::filesystem::exists(path)) {
-      const auto old = read_all(path);
-      if (old == bytes) {
-        ++st.unchanged;
-      } else if (!force) {
-        ++st.refused;
-        hash = sha256_hex(old);  // the manifest keeps describing what is on disk
-        log << "refused: " << path.string() << " differs from what this build generates; --force overwrites it\n";
-      } else {
-        write_file_atomic(path, bytes);
-        ++st.written;
-        log << "overwrote: " << path.string() << "\n";
-      }
-    } else {
-      write_file_atomic(path, bytes);
-      ++st.written;
-      log << "wrote: " << path.string() << "\n";
-    }
+  const auto& cases = golden_cases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const GoldenCase& c = cases[i];
     manifest["cases"].push_back({{"name", c.name},
-                                 {"file", file},
+                                 {"file", c.name + ".safetensors"},
                                  {"problem", to_string(c.problem)},
                                  {"dist", to_string(c.dist)},
                                  {"seed", c.seed},
-                                 {"bytes", bytes.size()},
-                                 {"sha256", hash}});
+                                 {"bytes", files[i].size()},
+                                 {"sha256", sha256_hex(files[i])}});
   }
-  const std::string text = manifest.dump(2) + "\n";
+  return manifest;
+}
+}  // namespace
+
+GoldenStatus golden_regen(const std::filesystem::path& dir, bool force, std::ostream& log) {
+  // Decide everything before touching the disk: a refusal must leave every file as it was.
+  const auto& cases = golden_cases();
+  std::vector<std::vector<uint8_t>> files;
+  std::vector<size_t> to_write;           // indices into cases/files
+  std::vector<bool> overwrite(cases.size());
+  std::vector<std::string> refusals;
+  GoldenStatus st;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    files.push_back(golden_bytes(cases[i]));
+    const auto path = dir / (cases[i].name + ".safetensors");
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) || std::filesystem::is_symlink(path, ec)) {
+      if (read_all(path) == files[i]) {
+        ++st.unchanged;
+        continue;
+      }
+      if (!force) {
+        ++st.refused;
+        refusals.push_back(path.string());
+        continue;
+      }
+      overwrite[i] = true;
+    }
+    to_write.push_back(i);
+  }
+  if (st.refused) {
+    for (const auto& r : refusals) log << "refused: " << r << " differs from what this build generates\n";
+    log << "nothing written (no golden, not manifest.json): 'golden verify' says what differs; --force overwrites\n";
+    return st;
+  }
+  std::filesystem::create_directories(dir);
+  // Case files first, the manifest last: a regen killed half-way leaves new files under the old
+  // manifest, which verify reports ("hash only") and the next regen completes.
+  for (size_t i : to_write) {
+    const auto path = dir / (cases[i].name + ".safetensors");
+    write_file_atomic(path, files[i]);
+    ++st.written;
+    log << (overwrite[i] ? "overwrote: " : "wrote: ") << path.string() << "\n";
+  }
+  const std::string text = manifest_for(files).dump(2) + "\n";
   const auto mpath = dir / "manifest.json";
   const std::vector<uint8_t> mbytes(text.begin(), text.end());
-  if (!std::filesystem::exists(mpath) || read_all(mpath) != mbytes) {
-    if (std::filesystem::exists(mpath) && !force && st.refused == 0 && st.written == 0)
-      log << "manifest.json described other cases; rewritten to match the files\n";
+  std::error_code ec;
+  const bool had = std::filesystem::exists(mpath, ec);
+  if (!had || read_all(mpath) != mbytes) {
+    // Every case file now holds exactly what this build generates, so the manifest written here
+    // describes the files on disk; an old manifest that disagreed with them is named, not hidden.
+    if (had) log << "rewrote: " << mpath.string() << " (it did not describe these files)\n";
     write_file_atomic(mpath, mbytes);
   }
   return st;
 }
 
-int golden_verify(const std::filesystem::path& dir, std::ostream& log) {
-  const auto mpath = dir / "manifest.json";
-  if (!std::filesystem::exists(mpath)) throw CannotTest("no manifest at " + mpath.string());
-  nlohmann::json manifest;
+std::string GoldenCaseResult::verdict() const {
+  if (unreadable) return "unreadable";
+  if (input_bits) return "input bits";
+  if (layout) return "metadata/layout";
+  if (values) return hash_mismatch ? "hash and values" : "values (hash matches)";
+  if (hash_mismatch) return "hash only";
+  return "ok";
+}
+
+int GoldenReport::failures() const {
+  int n = static_cast<int>(manifest_problems.size());
+  for (const auto& c : cases) n += !c.ok();
+  return n;
+}
+
+namespace {
+// The manifest is read as strictly as a safetensors header: nlohmann keeps the last of duplicate
+// keys silently, and two "sha256" fields in one entry must not be settled by order.
+nlohmann::json parse_manifest(const std::filesystem::path& mpath) {
+  std::vector<uint8_t> bytes;
   try {
-    manifest = nlohmann::json::parse(read_all(mpath));
-  } catch (const std::exception& e) {
+    bytes = read_all(mpath);
+  } catch (const SafetensorsError& e) {
+    throw CannotTest(e.what());
+  }
+  std::vector<std::set<std::string>> keys;
+  using Event = nlohmann::json::parse_event_t;
+  auto callback = [&](int, Event ev, nlohmann::json& parsed) {
+    if (ev == Event::object_start) keys.emplace_back();
+    if (ev == Event::object_end) keys.pop_back();
+    if (ev == Event::key && !keys.back().insert(parsed.get<std::string>()).second)
+      throw CannotTest("malformed " + mpath.string() + ": duplicate key '" + parsed.get<std::string>() + "'");
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(bytes.begin(), bytes.end(), callback);
+  } catch (const nlohmann::json::exception& e) {
     throw CannotTest("malformed " + mpath.string() + ": " + e.what());
   }
-  if (!manifest.contains("cases") || !manifest["cases"].is_array()) throw CannotTest(mpath.string() + " has no 'cases' array");
-  int failures = 0;
-  size_t listed = 0;
+}
+
+std::string str(float x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));
+  return buf;
+}
+
+// Compares one regenerated file with the stored one, filling the input/layout/value findings.
+void compare_contents(const GoldenCase& c, const SafetensorsFile& have, const SafetensorsFile& want, GoldenCaseResult& r) {
+  if (have.metadata != want.metadata) {
+    r.layout = true;
+    for (const auto& [k, v] : want.metadata)
+      if (!have.metadata.count(k)) r.details.push_back("metadata '" + k + "' is missing");
+      else if (have.metadata.at(k) != v)
+        r.details.push_back("metadata '" + k + "' is '" + have.metadata.at(k) + "', regenerated '" + v + "'");
+    for (const auto& [k, v] : have.metadata)
+      if (!want.metadata.count(k)) r.details.push_back("metadata '" + k + "' is not generated");
+  }
+  for (const auto& [name, t] : have.tensors)
+    if (!want.tensors.count(name)) {
+      r.layout = true;
+      r.details.push_back("tensor '" + name + "' is not generated");
+    }
+  for (const auto& [name, w] : want.tensors) {
+    auto it = have.tensors.find(name);
+    if (it == have.tensors.end() || it->second.dtype != w.dtype || it->second.shape != w.shape) {
+      r.layout = true;
+      r.details.push_back("tensor '" + name + "' is missing or has another dtype or shape");
+      continue;
+    }
+    const StTensor& h = it->second;
+    if (name == "q" || name == "k" || name == "v") {
+      if (h.data != w.data) {
+        r.input_bits = true;
+        r.details.push_back("input '" + name + "' differs from the regenerated bits");
+      }
+      continue;
+    }
+    // Outputs: the fp64 oracle's result rounded once; 1 fp32 ulp (2 unit roundoffs of the case
+    // dtype for `o`) absorbs a BLAS that sums in another order, and nothing more.
+    const auto a = h.to_f32(name), b = w.to_f32(name);
+    const DType d = name == "o" ? c.problem.dtype : DType::f32;
+    const double rel = d == DType::f32 ? 0x1p-23 : 2 * unit_roundoff(d);
+    const int bytes = st_dtype_bytes(w.dtype);
+    size_t bits = 0, beyond = 0, first = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::memcmp(h.data.data() + i * bytes, w.data.data() + i * bytes, bytes) == 0) continue;
+      ++bits;
+      const bool within = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i] ||
+                          (std::isfinite(a[i]) && std::isfinite(b[i]) && std::fabs(a[i] - b[i]) <= std::fabs(b[i]) * rel);
+      if (!within && beyond++ == 0) first = i;
+    }
+    if (beyond) {
+      r.values = true;
+      r.details.push_back("tensor '" + name + "': " + std::to_string(beyond) + " element(s) beyond tolerance, first " +
+                          std::to_string(first) + ": stored " + str(a[first]) + ", recomputed " + str(b[first]));
+    } else if (bits) {
+      r.details.push_back("tensor '" + name + "': " + std::to_string(bits) +
+                          " element(s) differ in their bits, all within tolerance of the recomputed oracle");
+    }
+  }
+}
+}  // namespace
+
+GoldenReport golden_check(const std::filesystem::path& dir) {
+  const auto mpath = dir / "manifest.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(mpath, ec)) throw CannotTest("no manifest at " + mpath.string());
+  const nlohmann::json manifest = parse_manifest(mpath);
+  if (!manifest.is_object() || !manifest.contains("cases") || !manifest["cases"].is_array())
+    throw CannotTest(mpath.string() + " has no 'cases' array");
+  GoldenReport report;
+  std::map<std::string, const nlohmann::json*> entries;
+  for (const auto& e : manifest["cases"]) {
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) {
+      report.manifest_problems.push_back("manifest.json has a case entry without a string 'name'");
+      continue;
+    }
+    const std::string name = e["name"].get<std::string>();
+    if (!entries.emplace(name, &e).second) report.manifest_problems.push_back("manifest.json lists '" + name + "' twice");
+  }
   for (const GoldenCase& c : golden_cases()) {
-    auto fail = [&](const std::string& why) {
-      ++failures;
-      log << "FAIL " << c.name << ": " << why << "\n";
-    };
-    const nlohmann::json* entry = nullptr;
-    for (auto& e : manifest["cases"])
-      if (e.value("name", "") == c.name) entry = &e;
-    if (!entry) {
-      fail("not listed in manifest.json");
-      continue;
-    }
-    ++listed;
-    const auto path = dir / entry->value("file", c.name + ".safetensors");
-    if (!std::filesystem::exists(path)) {
-      fail("file " + path.string() + " is missing");
-      continue;
-    }
-    const auto bytes = read_all(path);
-    if (sha256_hex(bytes) != entry->value("sha256", "")) {
-      fail("SHA-256 of " + path.string() + " does not match the manifest");
-      continue;
-    }
-    SafetensorsFile have, want;
-    try {
-      have = parse_safetensors(bytes);
-      want = parse_safetensors(golden_bytes(c));
-    } catch (const SafetensorsError& e) {
-      fail(e.what());
-      continue;
-    }
-    bool ok = true;
-    for (const char* t : {"q", "k", "v"})
-      if (!have.tensors.count(t) || have.tensors.at(t).data != want.tensors.at(t).data) {
-        fail(std::string("input '") + t + "' differs from the regenerated bits");
-        ok = false;
+    GoldenCaseResult r;
+    r.name = c.name;
+    auto it = entries.find(c.name);
+    const std::string file = c.name + ".safetensors";
+    if (it == entries.end()) {
+      r.unreadable = true;
+      r.details.push_back("not listed in manifest.json");
+    } else if (const auto& e = *it->second; !e.contains("file") || e["file"] != file || !e.contains("sha256") ||
+                                            !e["sha256"].is_string()) {
+      r.unreadable = true;
+      r.details.push_back("manifest entry must name file '" + file + "' and carry a string 'sha256'");
+    } else {
+      const auto path = dir / file;
+      std::vector<uint8_t> bytes;
+      SafetensorsFile have;
+      bool read = false;
+      try {
+        bytes = read_all(path);
+        read = true;
+        have = parse_safetensors(bytes);
+      } catch (const SafetensorsError& err) {
+        r.unreadable = true;
+        r.details.push_back(err.what());
       }
-    for (const char* t : {"o", "o_f32", "lse"}) {
-      if (!have.tensors.count(t) || have.tensors.at(t).shape != want.tensors.at(t).shape) {
-        fail(std::string("tensor '") + t + "' missing or reshaped");
-        ok = false;
-        continue;
+      if (read && sha256_hex(bytes) != e["sha256"].get<std::string>()) {
+        r.hash_mismatch = true;
+        r.details.push_back("SHA-256 of " + path.string() + " does not match manifest.json");
       }
-      const auto a = have.tensors.at(t).to_f32(t), b = want.tensors.at(t).to_f32(t);
-      const DType d = std::string(t) == "o" ? c.problem.dtype : DType::f32;
-      for (size_t i = 0; i < a.size() && ok; ++i) {
-        const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i] ||
-                          (std::isfinite(a[i]) && std::isfinite(b[i]) && std::fabs(a[i] - b[i]) <=
-                               std::fabs(b[i]) * (d == DType::f32 ? 0x1p-23 : 2 * unit_roundoff(d)));
-        if (!same) {
-          fail(std::string("tensor '") + t + "' element " + std::to_string(i) + ": stored " + std::to_string(a[i]) +
-               ", recomputed " + std::to_string(b[i]));
-          ok = false;
-        }
+      if (!r.unreadable) {
+        const auto generated = golden_bytes(c);
+        compare_contents(c, have, parse_safetensors(generated), r);
+        // Says whether the manifest or the file is the odd one out: equal bytes put it on the manifest.
+        if (r.hash_mismatch && bytes == generated)
+          r.details.push_back("the file is exactly what this build generates: manifest.json's hash is what changed");
       }
     }
-    if (ok) log << "ok   " << c.name << "\n";
+    report.cases.push_back(std::move(r));
   }
-  if (manifest["cases"].size() != listed) {
-    ++failures;
-    log << "FAIL manifest.json lists " << manifest["cases"].size() << " cases, this build knows " << listed << " of them\n";
+  for (const auto& [name, _] : entries)
+    if (std::none_of(golden_cases().begin(), golden_cases().end(), [&](const GoldenCase& c) { return c.name == name; }))
+      report.manifest_problems.push_back("manifest.json lists '" + name + "', a case this build does not know");
+  return report;
+}
+
+int golden_verify(const std::filesystem::path& dir, std::ostream& log) {
+  const GoldenReport report = golden_check(dir);
+  for (const auto& c : report.cases) {
+    if (c.ok()) {
+      log << "ok   " << c.name << "\n";
+      continue;
+    }
+    log << "FAIL " << c.name << " [" << c.verdict() << "]";
+    for (size_t i = 0; i < c.details.size(); ++i) log << (i ? "; " : ": ") << c.details[i];
+    log << "\n";
   }
-  return failures;
+  for (const auto& p : report.manifest_problems) log << "FAIL " << p << "\n";
+  return report.failures();
 }
 
 }  // namespace flashcheck

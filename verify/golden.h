@@ -25,12 +25,38 @@ std::string sha256_hex(const std::vector<uint8_t>& bytes);
 struct GoldenStatus {
   int written = 0, unchanged = 0, refused = 0;
 };
-// Writes every case and manifest.json into `dir` atomically. A file that exists with different
-// bytes is overwritten only with `force`; otherwise it is reported and left alone.
+// Writes every case and manifest.json into `dir`, each file atomically, the manifest last. A case
+// file that exists with other bytes than this build generates is overwritten only with `force`;
+// without it the regen is refused as a whole and NOTHING on disk changes (no case file, no
+// manifest): the manifest's hash is the one record that would expose a corrupted golden, so a
+// refused regen must not rewrite it (then `written` is 0 and `refused` counts the differing files).
 GoldenStatus golden_regen(const std::filesystem::path& dir, bool force, std::ostream& log);
-// Recomputes every case and compares: file hash against the manifest, inputs bit for bit, oracle
-// outputs to within 1 fp32 ulp (fp64 GEMM summation order differs between BLAS kernels). Returns
-// the number of failing cases, each named in `log`. Throws CannotTest for a missing/malformed manifest.
+
+// What golden verify found for one case. A hash mismatch alone does not say what changed, so every
+// case is recomputed and compared whatever its hash says.
+struct GoldenCaseResult {
+  std::string name;
+  bool unreadable = false;     // not listed, missing, not a regular file, or not valid safetensors
+  bool hash_mismatch = false;  // file's SHA-256 differs from manifest.json's
+  bool input_bits = false;     // q, k or v differ in any bit from the regenerated inputs
+  bool layout = false;         // metadata, tensor names, dtypes or shapes differ from the regenerated file
+  bool values = false;         // an output (o, o_f32, lse) is beyond tolerance of the recomputed oracle
+  std::vector<std::string> details;  // one line per finding, naming tensors and elements
+  bool ok() const { return !unreadable && !hash_mismatch && !input_bits && !layout && !values; }
+  // "ok", "unreadable", "input bits", "metadata/layout", "hash and values", "values (hash matches)",
+  // or "hash only" (the bytes differ but every value is within tolerance).
+  std::string verdict() const;
+};
+struct GoldenReport {
+  std::vector<GoldenCaseResult> cases;  // one per case this build knows, in golden_cases() order
+  std::vector<std::string> manifest_problems;  // entries for unknown cases, duplicated names, bad fields
+  int failures() const;
+};
+// Recomputes every case: inputs bit for bit, metadata and layout exactly, oracle outputs to within
+// 1 fp32 ulp (fp64 GEMM summation order differs between BLAS kernels), file hash against the
+// manifest. Throws CannotTest for a missing or malformed manifest.
+GoldenReport golden_check(const std::filesystem::path& dir);
+// golden_check, each case named in `log` with its verdict; returns the number of failures.
 int golden_verify(const std::filesystem::path& dir, std::ostream& log);
 
 }  // namespace flashcheck

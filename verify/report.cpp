@@ -38,6 +38,7 @@ std::string to_text(const Report& r) {
     os << "  worst element: (b=" << w.b << ", h=" << w.h << ", row=" << w.row << ", col=" << w.col << ") kernel=" << w.kernel
        << " oracle=" << w.oracle << " in q-tile " << w.q_tile << ", kv-tile " << w.kv_tile << " (the row's last visible key)\n";
   }
+  for (const auto& n : r.notes) os << "  note: " << n << "\n";
   if (!r.pass()) {
     os << "  failed:";
     for (auto& f : r.failed()) os << " " << f;
@@ -78,6 +79,7 @@ nlohmann::json to_json(const Report& r) {
                   {"kv_tile", w.kv_tile}, {"kernel", num(w.kernel)}, {"oracle", num(w.oracle)}};
   }
   j["repro"] = r.repro;
+  j["notes"] = r.notes;
   return j;
 }
 

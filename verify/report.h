@@ -38,6 +38,9 @@ struct Report {
   std::optional<double> lse_max_abs, lse_max_rel;
   std::optional<Location> worst;
   std::string repro;  // one command that reproduces the case
+  // What the judge could not look at or did not read, said rather than passed over in silence:
+  // e.g. "lse: not checked (the file has no 'lse' tensor)", "metadata key 'format' ignored".
+  std::vector<std::string> notes;
 
   bool pass() const;
   std::vector<std::string> failed() const;

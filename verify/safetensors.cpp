@@ -1,10 +1,16 @@
 #include "verify/safetensors.h"
 
-#include <algorithm>
-#include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
 
 #include <bit>
 static_assert(std::endian::native == std::endian::little, "safetensors bytes are little-endian; this host is not");
@@ -57,35 +63,93 @@ std::vector<float> StTensor::to_f32(const std::string& name) const {
   return out;
 }
 
-SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes) {
-  if (bytes.size() < 8) throw SafetensorsError("file is " + std::to_string(bytes.size()) + " bytes: too short for the 8-byte header length");
-  uint64_t hlen = 0;
-  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | bytes[static_cast<size_t>(i)];
-  if (hlen > kMaxHeader) throw SafetensorsError("header length " + std::to_string(hlen) + " exceeds the 100 MB limit");
-  if (hlen > bytes.size() - 8)
-    throw SafetensorsError("truncated file: header claims " + std::to_string(hlen) + " bytes, only " +
-                           std::to_string(bytes.size() - 8) + " follow");
-  const std::string header(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<size_t>(hlen));
+namespace {
+// One tensor's header entry, checked on its own (dtype, shape, offsets agree); where it sits in the
+// buffer is checked by check_layout once the buffer's size is known.
+struct Entry {
+  std::string name;
+  const DTypeInfo* info = nullptr;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+struct Header {
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries;
+  uint64_t extent = 0;  // the data buffer's size the header declares: the largest end offset
+};
+
+// A safetensors header is at most three levels deep (header -> tensor entry -> shape array);
+// refusing deeper nesting while parsing keeps a hostile "[[[[..." from costing memory.
+constexpr size_t kMaxDepth = 3;
+
+nlohmann::json parse_header_json(std::string_view header) {
   if (header.empty() || header[0] != '{') throw SafetensorsError("header does not start with '{'");
+  // nlohmann's lexer takes a NUL as the end of input, so "{...}\0garbage" would parse; JSON text
+  // never holds a raw NUL (not even inside strings), so any NUL is refused here.
+  if (size_t z = header.find('\0'); z != std::string_view::npos)
+    throw SafetensorsError("header holds a NUL byte at offset " + std::to_string(z) +
+                           " (only space padding, 0x20, may follow the JSON object)");
+  // nlohmann keeps the last of duplicate keys silently; a file whose two "causal" entries disagree
+  // must not be judged by whichever came last, so the parser callback sees every key first.
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;  // the key being read in this object (names the place of a nested duplicate)
+  };
+  std::vector<Frame> stack;
+  using Event = nlohmann::json::parse_event_t;
+  auto callback = [&](int, Event ev, nlohmann::json& parsed) {
+    switch (ev) {
+      case Event::object_start:
+      case Event::array_start:
+        if (stack.size() >= kMaxDepth)
+          throw SafetensorsError("header nests deeper than " + std::to_string(kMaxDepth) +
+                                 " levels (header, tensor entry, shape array)");
+        stack.push_back({ev == Event::object_start, {}, {}});
+        break;
+      case Event::key: {
+        Frame& f = stack.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) {
+          std::string where;
+          for (size_t i = 0; i + 1 < stack.size(); ++i) where += stack[i].object ? (where.empty() ? "" : ".") + stack[i].key : "[]";
+          throw SafetensorsError("duplicate JSON key '" + f.key + "' " +
+                                 (where.empty() ? std::string("at the top level of the header") : "in '" + where + "'"));
+        }
+        break;
+      }
+      case Event::object_end:
+      case Event::array_end: stack.pop_back(); break;
+      case Event::value: break;
+    }
+    return true;
+  };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header);
-  } catch (const nlohmann::json::parse_error& e) {
+    j = nlohmann::json::parse(header.begin(), header.end(), callback);
+  } catch (const nlohmann::json::exception& e) {
     throw SafetensorsError(std::string("header is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw SafetensorsError("header is not a JSON object");
-  const uint64_t buf_size = bytes.size() - 8 - hlen;
-  const uint8_t* buf = bytes.data() + 8 + hlen;
+  // The parse accepted the whole text, so only JSON whitespace follows the object's closing brace
+  // (the last '}'); of that, the format allows spaces only.
+  const size_t close = header.find_last_of('}');
+  const std::string_view tail = header.substr(close + 1);
+  if (tail.find_first_not_of(' ') != std::string_view::npos)
+    throw SafetensorsError("header has " + std::to_string(tail.size()) +
+                           " byte(s) after its JSON object that are not space (0x20) padding");
+  return j;
+}
 
-  SafetensorsFile f;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  std::vector<std::string> names;
+Header parse_header(std::string_view text) {
+  const nlohmann::json j = parse_header_json(text);
+  Header h;
   for (auto& [name, v] : j.items()) {
     if (name == "__metadata__") {
       if (!v.is_object()) throw SafetensorsError("__metadata__ is not an object");
       for (auto& [k, s] : v.items()) {
         if (!s.is_string()) throw SafetensorsError("__metadata__ value for '" + k + "' is not a string");
-        f.metadata[k] = s.get<std::string>();
+        h.metadata[k] = s.get<std::string>();
       }
       continue;
     }
@@ -97,13 +161,12 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes) {
       throw bad("data_offsets must be an array of two integers");
     for (auto& [k, _] : v.items())
       if (k != "dtype" && k != "shape" && k != "data_offsets") throw bad("unknown field '" + k + "'");
-    StTensor t;
+    Entry t;
+    t.name = name;
     const std::string dt = v["dtype"].get<std::string>();
-    const DTypeInfo* info = nullptr;
     for (auto& i : kDTypes)
-      if (dt == i.name) info = &i;
-    if (!info) throw bad("unknown dtype '" + dt + "'");
-    t.dtype = info->d;
+      if (dt == i.name) t.info = &i;
+    if (!t.info) throw bad("unknown dtype '" + dt + "'");
     uint64_t n = 1;
     for (auto& s : v["shape"]) {
       if (!s.is_number_unsigned()) throw bad("shape entries must be non-negative integers");
@@ -113,44 +176,164 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes) {
     }
     auto& off = v["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) throw bad("data_offsets must be non-negative integers");
-    uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
-    if (b > e) throw bad("data_offsets begin > end");
-    if (e > buf_size)
-      throw bad("data_offsets end " + std::to_string(e) + " is past the data buffer (" + std::to_string(buf_size) +
-                " bytes): truncated file?");
+    t.begin = off[0].get<uint64_t>();
+    t.end = off[1].get<uint64_t>();
+    if (t.begin > t.end) throw bad("data_offsets begin > end");
     uint64_t want;
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(info->bytes), &want) || want != e - b)
-      throw bad("byte size " + std::to_string(e - b) + " does not match shape × dtype size");
-    t.data.assign(buf + b, buf + e);
-    ranges.emplace_back(b, e);
-    names.push_back(name);
-    f.tensors.emplace(name, std::move(t));
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(t.info->bytes), &want) || want != t.end - t.begin)
+      throw bad("byte size " + std::to_string(t.end - t.begin) + " does not match shape × dtype size");
+    h.extent = std::max(h.extent, t.end);
+    h.entries.push_back(std::move(t));
   }
-  // The buffer must be covered exactly: sorted ranges abut, start at 0 and end at the file's end.
-  std::vector<size_t> order(ranges.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
+  return h;
+}
+
+// The buffer must be covered exactly: sorted ranges abut, start at 0 and end at the file's end.
+void check_layout(const Header& h, uint64_t buf_size) {
+  for (const Entry& t : h.entries)
+    if (t.end > buf_size)
+      throw SafetensorsError("tensor '" + t.name + "': data_offsets end " + std::to_string(t.end) +
+                             " is past the data buffer (" + std::to_string(buf_size) + " bytes): truncated file?");
+  std::vector<const Entry*> order;
+  for (const Entry& t : h.entries) order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](const Entry* a, const Entry* b) { return std::pair(a->begin, a->end) < std::pair(b->begin, b->end); });
   uint64_t pos = 0;
-  for (size_t i : order) {
-    if (ranges[i].first < pos) throw SafetensorsError("tensor '" + names[i] + "' overlaps another tensor's bytes");
-    if (ranges[i].first > pos) throw SafetensorsError("hole in the data buffer before tensor '" + names[i] + "'");
-    pos = ranges[i].second;
+  for (const Entry* t : order) {
+    if (t->begin < pos) throw SafetensorsError("tensor '" + t->name + "' overlaps another tensor's bytes");
+    if (t->begin > pos) throw SafetensorsError("hole in the data buffer before tensor '" + t->name + "'");
+    pos = t->end;
   }
-  if (pos != buf_size)
-    throw SafetensorsError(std::to_string(buf_size - pos) + " trailing bytes after the last tensor");
+  if (pos != buf_size) throw SafetensorsError(std::to_string(buf_size - pos) + " trailing bytes after the last tensor");
+}
+
+SafetensorsFile assemble(Header&& h, const uint8_t* buf) {
+  SafetensorsFile f;
+  f.metadata = std::move(h.metadata);
+  for (Entry& e : h.entries) {
+    StTensor t;
+    t.dtype = e.info->d;
+    t.shape = std::move(e.shape);
+    t.data.assign(buf + e.begin, buf + e.end);
+    f.tensors.emplace(e.name, std::move(t));
+  }
   return f;
 }
 
-SafetensorsFile read_safetensors(const std::filesystem::path& path) {
-  std::ifstream is(path, std::ios::binary);
-  if (!is) throw SafetensorsError("cannot open '" + path.string() + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(is)), std::istreambuf_iterator<char>());
-  if (is.bad()) throw SafetensorsError("cannot read '" + path.string() + "'");
-  try {
-    return parse_safetensors(bytes);
-  } catch (const SafetensorsError& e) {
-    throw SafetensorsError(path.string() + ": " + e.what());
+uint64_t header_length(const uint8_t* first8, uint64_t total) {
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | first8[i];
+  if (hlen > kMaxHeader) throw SafetensorsError("header length " + std::to_string(hlen) + " exceeds the 100 MB limit");
+  if (hlen > total - 8)
+    throw SafetensorsError("truncated file: header claims " + std::to_string(hlen) + " bytes, only " +
+                           std::to_string(total - 8) + " follow");
+  return hlen;
+}
+
+void need_header_length_bytes(uint64_t total) {
+  if (total < 8) throw SafetensorsError("file is " + std::to_string(total) + " bytes: too short for the 8-byte header length");
+}
+
+// An open descriptor of a regular file. stat() comes first so a FIFO is never opened (opening one
+// for reading blocks until a writer appears) and a device such as /dev/zero is never read; the
+// descriptor is then checked to be the file that was stat'ed, in case the path changed in between.
+struct RegularFile {
+  int fd = -1;
+  uint64_t size = 0;
+  std::string name;
+  explicit RegularFile(const std::filesystem::path& path) : name(path.string()) {
+    struct stat st {};
+    if (::stat(name.c_str(), &st) != 0) throw SafetensorsError("cannot open '" + name + "': " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) {
+      const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                         : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                         : S_ISCHR(st.st_mode)  ? "a character device"
+                         : S_ISBLK(st.st_mode)  ? "a block device"
+                         : S_ISSOCK(st.st_mode) ? "a socket"
+                                                : "a special file";
+      throw SafetensorsError("'" + name + "' is " + kind + ", not a regular file; only regular files are read");
+    }
+    fd = ::open(name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw SafetensorsError("cannot open '" + name + "': " + std::strerror(errno));
+    struct stat now {};
+    if (::fstat(fd, &now) != 0 || !S_ISREG(now.st_mode) || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+      ::close(fd);
+      throw SafetensorsError("'" + name + "' changed between stat and open");
+    }
+    size = static_cast<uint64_t>(now.st_size);
   }
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+  ~RegularFile() { ::close(fd); }
+
+  void read_exact(uint8_t* p, uint64_t n) const {
+    while (n > 0) {
+      const ssize_t got = ::read(fd, p, static_cast<size_t>(std::min<uint64_t>(n, 1 << 30)));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw SafetensorsError("cannot read '" + name + "': " + std::strerror(errno));
+      if (got == 0) throw SafetensorsError("'" + name + "' shrank while being read");
+      p += got;
+      n -= static_cast<uint64_t>(got);
+    }
+  }
+  // Having read `size` bytes, nothing may follow: a file that grew is not the file that was sized.
+  void expect_end() const {
+    uint8_t extra;
+    ssize_t got;
+    do got = ::read(fd, &extra, 1);
+    while (got < 0 && errno == EINTR);
+    if (got != 0) throw SafetensorsError("'" + name + "' changed size while being read");
+  }
+};
+
+std::vector<uint8_t> allocate(uint64_t n, const std::string& name) {
+  try {
+    return std::vector<uint8_t>(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw SafetensorsError("'" + name + "': cannot hold its " + std::to_string(n) + " bytes in memory");
+  }
+}
+}  // namespace
+
+SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes) {
+  need_header_length_bytes(bytes.size());
+  const uint64_t hlen = header_length(bytes.data(), bytes.size());
+  Header h = parse_header(std::string_view(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<size_t>(hlen)));
+  check_layout(h, bytes.size() - 8 - hlen);
+  return assemble(std::move(h), bytes.data() + 8 + hlen);
+}
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+  const RegularFile file(path);
+  try {
+    need_header_length_bytes(file.size);
+    uint8_t len[8];
+    file.read_exact(len, 8);
+    const uint64_t hlen = header_length(len, file.size);
+    std::string text(static_cast<size_t>(hlen), '\0');
+    file.read_exact(reinterpret_cast<uint8_t*>(text.data()), hlen);
+    Header h = parse_header(text);
+    // The size on disk must be what the header declares before any of the payload is read: a
+    // header promising 4 GB over a 1 KB file, or a small header before gigabytes of junk, stops here.
+    check_layout(h, file.size - 8 - hlen);
+    std::vector<uint8_t> buf = allocate(file.size - 8 - hlen, file.name);
+    file.read_exact(buf.data(), buf.size());
+    file.expect_end();
+    return assemble(std::move(h), buf.data());
+  } catch (const SafetensorsError& e) {
+    throw SafetensorsError(file.name + ": " + e.what());
+  }
+}
+
+std::vector<uint8_t> read_regular_file(const std::filesystem::path& path, uint64_t max_bytes) {
+  const RegularFile file(path);
+  if (file.size > max_bytes)
+    throw SafetensorsError("'" + file.name + "' is " + std::to_string(file.size) + " bytes, more than the " +
+                           std::to_string(max_bytes) + " accepted");
+  std::vector<uint8_t> bytes = allocate(file.size, file.name);
+  file.read_exact(bytes.data(), bytes.size());
+  file.expect_end();
+  return bytes;
 }
 
 std::vector<uint8_t> serialize_safetensors(const SafetensorsFile& f) {
@@ -173,23 +356,42 @@ std::vector<uint8_t> serialize_safetensors(const SafetensorsFile& f) {
 }
 
 void write_file_atomic(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  // A unique temporary beside `path` (same file system, so rename() is atomic), synced before the
+  // rename and the directory synced after it: a crash leaves the old file or the new one, whole.
+  static std::atomic<unsigned> counter{0};
   std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
-    if (!os) throw SafetensorsError("cannot create '" + tmp.string() + "'");
-    os.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    os.flush();
-    if (!os) {
-      std::filesystem::remove(tmp);
-      throw SafetensorsError("cannot write '" + tmp.string() + "'");
-    }
+  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) throw SafetensorsError("cannot create '" + tmp.string() + "': " + std::strerror(errno));
+  auto fail = [&](const std::string& what) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    return SafetensorsError("cannot " + what + " '" + tmp.string() + "': " + why);
+  };
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, std::min<size_t>(bytes.size() - done, 1 << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw fail("write");
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) throw fail("sync");
+  if (::close(fd) != 0) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw SafetensorsError("cannot close '" + tmp.string() + "': " + std::strerror(errno));
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
-    std::filesystem::remove(tmp);
+    std::filesystem::remove(tmp, ec);
     throw SafetensorsError("cannot rename into '" + path.string() + "': " + ec.message());
+  }
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);  // best effort: the rename is done; this only makes it durable across power loss
+    ::close(dfd);
   }
 }
 

@@ -14,6 +14,10 @@
 namespace flashcheck {
 
 // Any malformed or unreadable file: the message names the problem (and the tensor, if any).
+// Reading is strict (https://github.com/huggingface/safetensors, "Format"): the header is one JSON
+// object with no duplicate key at any level and nothing after it but 0x20 padding; the data buffer
+// is covered exactly by the tensors; only regular files are opened, and the file's size is checked
+// against the header before the payload is read.
 struct SafetensorsError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -38,6 +42,9 @@ struct SafetensorsFile {
 };
 
 SafetensorsFile read_safetensors(const std::filesystem::path& path);
+// The whole of a regular file (stat first: a FIFO, directory or device is refused, never opened for
+// a blocking read), as long as it is at most `max_bytes`. Throws SafetensorsError.
+std::vector<uint8_t> read_regular_file(const std::filesystem::path& path, uint64_t max_bytes = UINT64_MAX);
 SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> serialize_safetensors(const SafetensorsFile& f);
 // Atomic: writes a temporary file beside `path`, flushes it, then renames it into place.

@@ -1,0 +1,288 @@
+// Goldens cannot be corrupted silently: a corrupted copy of data/ is caught by verify, named by
+// what changed, and a refused regen leaves every byte on disk as it was (it used to rewrite the
+// manifest's hash to the corrupted file's, after which verify passed).
+#include "verify/golden.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "testing/test_seed.h"
+#include "verify/check_file.h"
+#include "verify/safetensors.h"
+
+namespace flashcheck {
+namespace {
+
+namespace fs = std::filesystem;
+using Snapshot = std::map<std::string, std::vector<uint8_t>>;
+
+std::vector<uint8_t> slurp(const fs::path& p) {
+  std::ifstream is(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>()};
+}
+void spit(const fs::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream os(p, std::ios::binary | std::ios::trunc);
+  os.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Every entry of `dir` (a leftover temporary file would show up as a new name).
+Snapshot snapshot(const fs::path& dir) {
+  Snapshot s;
+  for (const auto& e : fs::directory_iterator(dir))
+    s[e.path().filename().string()] = e.is_regular_file() ? slurp(e.path()) : std::vector<uint8_t>{};
+  return s;
+}
+
+// A private copy of the committed goldens: data/ itself is never written.
+fs::path copy_of_data(const std::string& what) {
+  const fs::path dir = fs::temp_directory_path() / ("fc_golden_" + what + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(FLASHCHECK_DATA_DIR))
+    if (e.path().extension() == ".safetensors" || e.path().filename() == "manifest.json") fs::copy_file(e.path(), dir / e.path().filename());
+  return dir;
+}
+
+// Where tensor `name`'s bytes begin in a safetensors file.
+size_t tensor_offset(const std::vector<uint8_t>& file, const std::string& name) {
+  uint64_t hlen;
+  std::memcpy(&hlen, file.data(), 8);
+  const auto header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<ptrdiff_t>(hlen));
+  return 8 + hlen + header.at(name).at("data_offsets").at(0).get<size_t>();
+}
+
+const GoldenCaseResult& result_for(const GoldenReport& r, const std::string& name) {
+  for (const auto& c : r.cases)
+    if (c.name == name) return c;
+  throw std::runtime_error("no result for " + name);
+}
+
+std::string joined(const GoldenCaseResult& c) {
+  std::string s;
+  for (const auto& d : c.details) s += d + "\n";
+  return s;
+}
+
+// A random case and a random element of its o_f32 that is normal, nonzero and bit-identical to
+// what this build regenerates, so one flip of its lowest mantissa bit stays within tolerance.
+struct Flip {
+  const GoldenCase* c;
+  size_t byte;  // file offset of the element's lowest byte
+};
+Flip pick_element(std::mt19937_64& gen, const std::string& tensor) {
+  const auto& cases = golden_cases();
+  const GoldenCase& c = cases[std::uniform_int_distribution<size_t>(0, cases.size() - 1)(gen)];
+  const auto file = slurp(fs::path(FLASHCHECK_DATA_DIR) / (c.name + ".safetensors"));
+  const auto fresh = golden_bytes(c);
+  const size_t at = tensor_offset(file, tensor), fresh_at = tensor_offset(fresh, tensor);
+  const size_t n = parse_safetensors(file).tensors.at(tensor).data.size() / 4;
+  for (int tries = 0; tries < 100000; ++tries) {
+    const size_t i = std::uniform_int_distribution<size_t>(0, n - 1)(gen);
+    float x;
+    std::memcpy(&x, file.data() + at + 4 * i, 4);
+    if (std::isnormal(x) && std::memcmp(file.data() + at + 4 * i, fresh.data() + fresh_at + 4 * i, 4) == 0) return {&c, at + 4 * i};
+  }
+  throw std::runtime_error("no normal element in " + c.name);
+}
+
+// The sequence from issue 13: flip one bit of o_f32 within value tolerance -> verify fails ->
+// regen is refused -> nothing on disk changed -> verify still fails; --force restores the golden.
+TEST(Golden, RefusedRegenChangesNothingAndVerifyStillFails) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(601));
+  const fs::path dir = copy_of_data("flip");
+  const Snapshot committed = snapshot(dir);
+  const Flip f = pick_element(gen, "o_f32");
+  const fs::path file = dir / (f.c->name + ".safetensors");
+  auto bytes = slurp(file);
+  bytes[f.byte] ^= 1;  // lowest mantissa bit: 1 ulp, inside the 1-ulp value tolerance
+  spit(file, bytes);
+  const Snapshot corrupted = snapshot(dir);
+  SCOPED_TRACE(f.c->name + " at byte " + std::to_string(f.byte));
+
+  GoldenReport r = golden_check(dir);
+  EXPECT_EQ(r.failures(), 1);
+  const GoldenCaseResult& c = result_for(r, f.c->name);
+  EXPECT_EQ(c.verdict(), "hash only") << joined(c);
+  EXPECT_TRUE(c.hash_mismatch);
+  EXPECT_FALSE(c.values || c.input_bits || c.layout || c.unreadable);
+  EXPECT_NE(joined(c).find("tensor 'o_f32': 1 element(s) differ in their bits, all within tolerance"), std::string::npos) << joined(c);
+  std::ostringstream log;
+  EXPECT_EQ(golden_verify(dir, log), 1);
+  EXPECT_NE(log.str().find("FAIL " + f.c->name + " [hash only]"), std::string::npos) << log.str();
+
+  std::ostringstream regen_log;
+  const GoldenStatus st = golden_regen(dir, false, regen_log);
+  EXPECT_EQ(st.refused, 1);
+  EXPECT_EQ(st.written, 0);
+  EXPECT_NE(regen_log.str().find("nothing written"), std::string::npos) << regen_log.str();
+  EXPECT_TRUE(snapshot(dir) == corrupted) << "a refused regen changed files in " << dir;
+
+  std::ostringstream again;
+  EXPECT_EQ(golden_verify(dir, again), 1) << again.str();
+  EXPECT_EQ(result_for(golden_check(dir), f.c->name).verdict(), "hash only");
+
+  std::ostringstream forced;
+  const GoldenStatus st2 = golden_regen(dir, true, forced);
+  EXPECT_EQ(st2.refused, 0);
+  EXPECT_EQ(st2.written, 1) << forced.str();
+  EXPECT_TRUE(snapshot(dir) == committed) << "--force did not restore the committed bytes";
+  std::ostringstream after;
+  EXPECT_EQ(golden_verify(dir, after), 0) << after.str();
+  fs::remove_all(dir);
+}
+
+TEST(Golden, VerifyNamesWhatChanged) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(602));
+  {  // A flip far outside tolerance (lowest exponent bit: the value doubles or halves).
+    const fs::path dir = copy_of_data("values");
+    const Flip f = pick_element(gen, "o_f32");
+    auto bytes = slurp(dir / (f.c->name + ".safetensors"));
+    bytes[f.byte + 2] ^= 0x80;
+    spit(dir / (f.c->name + ".safetensors"), bytes);
+    const auto c = result_for(golden_check(dir), f.c->name);
+    EXPECT_EQ(c.verdict(), "hash and values") << joined(c);
+    EXPECT_NE(joined(c).find("tensor 'o_f32': 1 element(s) beyond tolerance"), std::string::npos) << joined(c);
+    fs::remove_all(dir);
+  }
+  {  // One bit of an input.
+    const fs::path dir = copy_of_data("inputs");
+    const GoldenCase& c = golden_cases()[std::uniform_int_distribution<size_t>(0, golden_cases().size() - 1)(gen)];
+    const fs::path file = dir / (c.name + ".safetensors");
+    auto bytes = slurp(file);
+    const size_t q = tensor_offset(bytes, "q");
+    bytes[q + std::uniform_int_distribution<size_t>(0, 63)(gen)] ^= static_cast<uint8_t>(1u << (gen() % 8));
+    spit(file, bytes);
+    const auto r = result_for(golden_check(dir), c.name);
+    EXPECT_EQ(r.verdict(), "input bits") << joined(r);
+    EXPECT_NE(joined(r).find("input 'q' differs"), std::string::npos) << joined(r);
+    fs::remove_all(dir);
+  }
+  {  // The manifest's hash, not the file, changed: verify says so, and a plain regen repairs it.
+    const fs::path dir = copy_of_data("manifest");
+    const GoldenCase& c = golden_cases()[std::uniform_int_distribution<size_t>(0, golden_cases().size() - 1)(gen)];
+    auto text = slurp(dir / "manifest.json");
+    std::string s(text.begin(), text.end());
+    const std::string want = sha256_hex(slurp(dir / (c.name + ".safetensors")));
+    const size_t at = s.find(want);
+    ASSERT_NE(at, std::string::npos);
+    s[at + 10] = s[at + 10] == '0' ? '1' : '0';
+    spit(dir / "manifest.json", {s.begin(), s.end()});
+    const auto r = result_for(golden_check(dir), c.name);
+    EXPECT_EQ(r.verdict(), "hash only") << joined(r);
+    EXPECT_NE(joined(r).find("manifest.json's hash is what changed"), std::string::npos) << joined(r);
+    std::ostringstream log;
+    const GoldenStatus st = golden_regen(dir, false, log);
+    EXPECT_EQ(st.refused, 0);
+    EXPECT_EQ(st.written, 0);
+    EXPECT_NE(log.str().find("rewrote: "), std::string::npos) << log.str();
+    std::ostringstream v;
+    EXPECT_EQ(golden_verify(dir, v), 0) << v.str();
+    EXPECT_EQ(slurp(dir / "manifest.json"), slurp(fs::path(FLASHCHECK_DATA_DIR) / "manifest.json"));
+    fs::remove_all(dir);
+  }
+  {  // Metadata edited in place (same length, so the file stays well-formed).
+    const fs::path dir = copy_of_data("metadata");
+    const GoldenCase& c = golden_cases()[std::uniform_int_distribution<size_t>(0, golden_cases().size() - 1)(gen)];
+    auto bytes = slurp(dir / (c.name + ".safetensors"));
+    std::string s(bytes.begin(), bytes.end());
+    const std::string from = "\"dist\":\"";
+    const size_t at = s.find(from);
+    ASSERT_NE(at, std::string::npos);
+    s[at + from.size()] = s[at + from.size()] == 'X' ? 'Y' : 'X';
+    spit(dir / (c.name + ".safetensors"), {s.begin(), s.end()});
+    const auto r = result_for(golden_check(dir), c.name);
+    EXPECT_EQ(r.verdict(), "metadata/layout") << joined(r);
+    EXPECT_NE(joined(r).find("metadata 'dist' is"), std::string::npos) << joined(r);
+    fs::remove_all(dir);
+  }
+  {  // A golden replaced by a FIFO: refused by name, never opened for a blocking read.
+    const fs::path dir = copy_of_data("fifo");
+    const GoldenCase& c = golden_cases()[std::uniform_int_distribution<size_t>(0, golden_cases().size() - 1)(gen)];
+    const fs::path file = dir / (c.name + ".safetensors");
+    fs::remove(file);
+    ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+    const auto r = result_for(golden_check(dir), c.name);
+    EXPECT_EQ(r.verdict(), "unreadable") << joined(r);
+    EXPECT_NE(joined(r).find("FIFO"), std::string::npos) << joined(r);
+    const Snapshot before = snapshot(dir);
+    std::ostringstream log;
+    EXPECT_THROW(golden_regen(dir, false, log), SafetensorsError);
+    EXPECT_TRUE(snapshot(dir) == before);
+    fs::remove_all(dir);
+  }
+  {  // Manifest problems: a duplicated entry, a duplicated key, an unknown case.
+    const fs::path dir = copy_of_data("dups");
+    auto m = nlohmann::ordered_json::parse(slurp(dir / "manifest.json"));
+    m["cases"].push_back(m["cases"][0]);
+    auto extra = m["cases"][0];
+    extra["name"] = "no_such_case";
+    m["cases"].push_back(extra);
+    const std::string text = m.dump(2);
+    spit(dir / "manifest.json", {text.begin(), text.end()});
+    const GoldenReport r = golden_check(dir);
+    EXPECT_EQ(r.failures(), 2);
+    ASSERT_EQ(r.manifest_problems.size(), 2u);
+    EXPECT_NE(r.manifest_problems[0].find("twice"), std::string::npos);
+    EXPECT_NE(r.manifest_problems[1].find("'no_such_case', a case this build does not know"), std::string::npos);
+    std::string dup = text;
+    dup.replace(dup.find("\"sha256\""), 8, "\"sha256\": \"0\", \"sha256\"");
+    spit(dir / "manifest.json", {dup.begin(), dup.end()});
+    try {
+      golden_check(dir);
+      ADD_FAILURE() << "accepted a manifest with a duplicate key";
+    } catch (const CannotTest& e) {
+      EXPECT_NE(std::string(e.what()).find("duplicate key 'sha256'"), std::string::npos) << e.what();
+    }
+    fs::remove_all(dir);
+  }
+}
+
+int cli(const std::string& args, const fs::path& log) {
+  const std::string cmd = std::string("'") + FLASHCHECK_CLI + "' " + args + " >>'" + log.string() + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The same sequence through the command line, as `git bisect run` and CI see it.
+TEST(Golden, CommandLineExitCodes) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(603));
+  const fs::path dir = copy_of_data("cli");
+  const fs::path log = fs::temp_directory_path() / ("fc_golden_cli_" + std::to_string(::getpid()) + ".log");
+  const std::string d = "--dir '" + dir.string() + "'";
+  auto log_text = [&] {
+    const auto t = slurp(log);
+    return std::string(t.begin(), t.end());
+  };
+  ASSERT_EQ(cli("golden verify " + d, log), 0) << log_text();
+  const Flip f = pick_element(gen, "o_f32");
+  auto bytes = slurp(dir / (f.c->name + ".safetensors"));
+  bytes[f.byte] ^= 1;
+  spit(dir / (f.c->name + ".safetensors"), bytes);
+  const Snapshot corrupted = snapshot(dir);
+  EXPECT_EQ(cli("golden verify " + d, log), kMismatch);
+  EXPECT_EQ(cli("golden regen " + d, log), kMismatch);
+  EXPECT_TRUE(snapshot(dir) == corrupted);
+  EXPECT_EQ(cli("golden verify " + d, log), kMismatch);
+  EXPECT_EQ(cli("golden regen --force " + d, log), kPass);
+  EXPECT_EQ(cli("golden verify " + d, log), kPass);
+  spit(dir / "manifest.json", {'{', '}'});
+  EXPECT_EQ(cli("golden verify " + d, log), kCannotTest);
+  const std::string out = log_text();
+  EXPECT_NE(out.find("[hash only]"), std::string::npos) << out;
+  EXPECT_NE(out.find("nothing written"), std::string::npos) << out;
+  fs::remove(log);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace flashcheck
