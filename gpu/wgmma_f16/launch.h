@@ -9,8 +9,7 @@ namespace flashcheck::kernels {
 // FlashAttention forward on Hopper (TMA + wgmma + warp specialisation), bf16 or fp16 in, fp32
 // accumulation, natural-log LSE. (Dqk, Dv) ∈ {(64,64), (128,128), (192,128), (256,256)}; any other
 // pair throws std::invalid_argument. Throws std::runtime_error on any CUDA error.
-// The schedule of the consumer warpgroups is ping-pong unless FLASHCHECK_WGMMA_SCHEDULE says
-// `serial` or `overlap` (for measuring what each step of the pipeline buys).
+// Tiles and consumer schedule per (Dqk, Dv, causal) come from the table in tile_size.h.
 void launch_wgmma_f16(const FwdParams& p, bool bf16, void* stream);
 
 // Empty if this process's GPU can run the kernel (sm_90a code needs compute capability 9.0),

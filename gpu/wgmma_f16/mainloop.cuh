@@ -14,17 +14,9 @@
 
 namespace flashcheck::kernels {
 
-// How a consumer warpgroup orders its work on each KV tile.
-enum WgmmaSchedule : int {
-  kSerial = 0,    // S_t, wait, softmax_t, P_t·V_t, wait: the tensor cores idle during softmax
-  kOverlap = 1,   // issue S_{t+1} and P_t·V_t together, softmax S_{t+1} while P_t·V_t runs
-  kPingPong = 2,  // kOverlap, and the two warpgroups take turns issuing GEMMs, so one's softmax
-                  // runs while the other's GEMMs occupy the tensor cores
-};
-
 // Named barriers (0 is __syncthreads): 1 + w = "consumer warpgroup w may issue its GEMMs";
-// 3 + w = warpgroup w's epilogue.
-constexpr uint32_t kBarTurn = 1, kBarEpilogue = 3;
+// 4 + w = warpgroup w's epilogue (w < 3).
+constexpr uint32_t kBarTurn = 1, kBarEpilogue = 4;
 
 // ---- producer ----------------------------------------------------------------------------------
 
@@ -100,7 +92,7 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const FwdP
   constexpr int BN = T::kBlockN;
   constexpr bool kOverlapped = kSched != kSerial;
   constexpr bool kTurns = kSched == kPingPong;
-  static_assert(!kTurns || T::kConsumerWGs == 2, "ping-pong alternates two warpgroups");
+  constexpr int W = T::kConsumerWGs;
 
   const int row_wg = q0 + 64 * cw;                       // first query row of this warpgroup
   const int row0 = row_wg + 16 * warp + (lane >> 2);     // this thread's rows: row0, row0 + 8
@@ -141,17 +133,18 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const FwdP
     softmax::online(s, st.m, st.l, corr, sl2);
   };
 
-  // Ping-pong turns: warpgroup w waits on barrier 1 + w until the other warpgroup has issued its
-  // GEMMs (128 syncing + 128 arriving threads), and hands over after issuing its own. Each issues
-  // n_tiles + 1 times; warpgroup 1 opens with one extra hand-over so that 0 goes first, and skips
-  // its last (nobody waits for it), so every barrier phase completes.
+  // Ping-pong turns: warpgroup w waits on barrier 1 + w until warpgroup w − 1 (mod W) has issued
+  // its GEMMs (128 syncing + 128 arriving threads), and hands over to w + 1 after issuing its own.
+  // Each issues n_tiles + 1 times; the last warpgroup opens with one extra hand-over so that 0 goes
+  // first, and skips its final one (nobody waits for it), so every barrier phase completes.
   auto turn_wait = [&] {
     if constexpr (kTurns) sync::named_sync(kBarTurn + cw, 256);
   };
   auto turn_pass = [&](bool last) {
     if constexpr (kTurns)
-      if (!(last && cw == 1)) sync::named_arrive(kBarTurn + (1 - cw), 256);
+      if (!(last && cw == W - 1)) sync::named_arrive(kBarTurn + (cw + 1) % W, 256);
   };
+
 
   if constexpr (!kOverlapped) {
     int stage = 0;
@@ -179,7 +172,7 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const FwdP
     }
   } else {
     if constexpr (kTurns)
-      if (cw == 1) sync::named_arrive(kBarTurn + 0, 256);
+      if (cw == W - 1) sync::named_arrive(kBarTurn + 0, 256);
     // Prologue: S_0 alone.
     int stage = 0;
     uint32_t phase = 0;

@@ -12,23 +12,19 @@ namespace flashcheck::kernels {
 // Registers per consumer thread: S (kBlockN/2 fp32) + P (kBlockN/4 packed pairs) + O (Dv/2) +
 // bookkeeping must fit in kConsumerRegs (no spills); shared memory holds Q (kBlockM × Dqk) plus
 // kStages × (K + V) tiles.
-//   Dqk=Dv=64:   N=128: 64 + 32 + 32 registers;  16 KB + 2 × 32 KB
-//   Dqk=Dv=128:  N=128: 64 + 32 + 64;            32 KB + 2 × 64 KB
-//   Dqk=192/128: N=128: 64 + 32 + 64;            48 KB + 2 × (48 + 32) KB
-//   Dqk=Dv=256:  N=64:  32 + 16 + 128;           64 KB + 2 × 64 KB
-template <int Dqk, int Dv>
+template <int Dqk, int Dv, int BN, int WGs = 2>
 struct WgmmaF16Traits {
   static constexpr int kHeadDimQK = Dqk;
   static constexpr int kHeadDimV = Dv;
-  static constexpr int kConsumerWGs = 2;
+  static constexpr int kConsumerWGs = WGs;
   static constexpr int kRowsPerWG = 64;  // wgmma.m64nNk16
   static constexpr int kBlockM = kConsumerWGs * kRowsPerWG;
-  static constexpr int kBlockN = Dqk == 256 ? 64 : 128;
+  static constexpr int kBlockN = BN;
   static constexpr int kStages = 2;
   static constexpr int kThreads = (1 + kConsumerWGs) * 128;
   // setmaxnreg budgets: 128·(kProducerRegs + kConsumerWGs·kConsumerRegs) ≤ 65536.
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
 
   // Shared memory: every tile is stored as Dim/64 column blocks of [rows][64] 16-bit elements,
   // rows of 128 bytes, TMA's 128-byte swizzle; each block starts 1024-byte aligned.
@@ -53,10 +49,57 @@ struct WgmmaF16Traits {
   static_assert(kBlockN % 16 == 0 && kBlockN >= 64 && kBlockN <= 256, "wgmma N: multiple of 16 (P·V k-steps), at most 256");
   static_assert(kBlockM <= 256 && kBlockN <= 256, "a TMA box has at most 256 rows");
   static_assert(kQBlockBytes % 1024 == 0 && kKVBlockBytes % 1024 == 0, "swizzle pattern anchored at 1024 bytes");
-  static_assert(kSRegs + kPRegs + kORegs <= 180, "S, P and O must leave room for the rest in 240 registers");
+  static_assert(kSRegs + kPRegs + kORegs <= kConsumerRegs - 32, "S, P and O must leave room for the rest");
+  static_assert(kConsumerWGs == 2 || kConsumerWGs == 3, "register budgets for 2 or 3 consumer warpgroups");
   static_assert(128 * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= 65536, "register file");
   static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's 227 KB of shared memory per block");
   static_assert(kKVBlockBytes / 16 < (1 << 14), "LBO of V's descriptor fits its 14-bit field");
+};
+
+// How a consumer warpgroup orders its work on each KV tile (mainloop.cuh).
+enum WgmmaSchedule : int {
+  kSerial = 0,    // S_t, wait, softmax_t, P_t·V_t, wait: the tensor cores idle during softmax
+  kOverlap = 1,   // issue S_{t+1} and P_t·V_t together, softmax S_{t+1} while P_t·V_t runs
+  kPingPong = 2,  // kOverlap, and the warpgroups take turns (round robin) issuing GEMMs, so one's
+                  // softmax runs while another's GEMMs occupy the tensor cores
+};
+
+// The tile table: tiles and schedule per (Dqk, Dv, causal), each the fastest measured on an H100
+// (PERF.md, "wgmma_f16"), bf16, against the alternatives named:
+//   64/64:    192-row blocks of 3 consumer warpgroups (160 registers each), N = 128, ping-pong:
+//             482 TFLOPS vs 424 with 2 warpgroups and 441 with N = 192 (4,32,4096,64).
+//             S 64 + P 32 + O 32 registers; 24 KB + 2 × 32 KB shared.
+//   128/128:  non-causal N = 176, ping-pong: 628 vs 612 at N = 128 (4,64,8192,128);
+//             causal N = 128, overlap without ping-pong: 653 vs 597 ping-pong and 629 at N = 176
+//             (2,16,16384,128). S 88 + P 44 + O 64; 32 KB + 2 × 88 KB (N = 176).
+//   192/128:  N = 128, ping-pong (696 vs 689 overlap). S 64 + P 32 + O 64; 48 KB + 2 × 80 KB.
+//   256/256:  N = 80, ping-pong: 725 vs 677 at N = 64. S 40 + P 20 + O 128; 64 KB + 2 × 80 KB.
+template <int Dqk, int Dv, bool kCausal>
+struct WgmmaF16Config;
+template <bool kCausal>
+struct WgmmaF16Config<64, 64, kCausal> {
+  using Traits = WgmmaF16Traits<64, 64, 128, 3>;
+  static constexpr int kSchedule = kPingPong;
+};
+template <>
+struct WgmmaF16Config<128, 128, false> {
+  using Traits = WgmmaF16Traits<128, 128, 176>;
+  static constexpr int kSchedule = kPingPong;
+};
+template <>
+struct WgmmaF16Config<128, 128, true> {
+  using Traits = WgmmaF16Traits<128, 128, 128>;
+  static constexpr int kSchedule = kOverlap;
+};
+template <bool kCausal>
+struct WgmmaF16Config<192, 128, kCausal> {
+  using Traits = WgmmaF16Traits<192, 128, 128>;
+  static constexpr int kSchedule = kPingPong;
+};
+template <bool kCausal>
+struct WgmmaF16Config<256, 256, kCausal> {
+  using Traits = WgmmaF16Traits<256, 256, 80>;
+  static constexpr int kSchedule = kPingPong;
 };
 
 }  // namespace flashcheck::kernels

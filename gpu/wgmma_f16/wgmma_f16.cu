@@ -1,16 +1,15 @@
 // wgmma_f16: FlashAttention forward for Hopper (sm_90a), after seeds/002 and FlashAttention-3's
-// design, written from the PTX ISA. Per block of 128 query rows:
+// design, written from the PTX ISA. Per block of 64·kConsumerWGs query rows (tile_size.h):
 //  * warpgroup 0 gives its registers away (setmaxnreg) and one of its threads streams Q once and
 //    K/V tiles through a kStages ring by TMA (tma.cuh), each tile completing on an mbarrier;
-//  * warpgroups 1 and 2 (setmaxnreg up) each own 64 rows: S = Q·Kᵀ by wgmma from shared memory,
-//    the online softmax in registers, O += P·V by wgmma with P straight from registers
-//    (mainloop.cuh), then normalise and store (epilogue.cuh).
+//  * warpgroups 1.. (setmaxnreg up) each own 64 rows: S = Q·Kᵀ by wgmma from shared memory, the
+//    online softmax in registers, O += P·V by wgmma with P straight from registers (mainloop.cuh,
+//    with the softmax of one tile overlapping the GEMMs of the next, and the warpgroups taking
+//    turns at the tensor cores), then normalise and store (epilogue.cuh).
 // Numerics are mma_f16's: exp2 with log2(e) folded into the scale, p = 2^((s − m)·c), P rounded to
 // the input type, ℓ from unrounded p, LSE in natural log, rows with no visible key O = 0, LSE −inf.
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -26,11 +25,10 @@
 
 namespace flashcheck::kernels {
 
-template <int Dqk, int Dv, bool kBf16, int kSched>
-__global__ void __launch_bounds__(WgmmaF16Traits<Dqk, Dv>::kThreads, 1)
+template <class T, bool kBf16, int kSched>
+__global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_f16_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                      const __grid_constant__ CUtensorMap map_v, const FwdParams p) {
-  using T = WgmmaF16Traits<Dqk, Dv>;
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle is anchored at 1024-byte boundaries; the dynamic base is not.
   const uint32_t raw = sync::smem_addr(smem_raw);
@@ -73,25 +71,12 @@ __global__ void __launch_bounds__(WgmmaF16Traits<Dqk, Dv>::kThreads, 1)
 
 namespace {
 
-int schedule_from_env() {
-  static const int s = [] {
-    const char* e = std::getenv("FLASHCHECK_WGMMA_SCHEDULE");
-    if (!e || !*e || std::strcmp(e, "pingpong") == 0) return static_cast<int>(kPingPong);
-    if (std::strcmp(e, "overlap") == 0) return static_cast<int>(kOverlap);
-    if (std::strcmp(e, "serial") == 0) return static_cast<int>(kSerial);
-    throw std::invalid_argument(std::string("FLASHCHECK_WGMMA_SCHEDULE=") + e +
-                                ": expected serial, overlap or pingpong");
-  }();
-  return s;
-}
-
-template <int Dqk, int Dv, bool kBf16, int kSched>
+template <class T, bool kBf16, int kSched>
 void launch_t(const FwdParams& p, cudaStream_t stream) {
-  using T = WgmmaF16Traits<Dqk, Dv>;
-  const CUtensorMap mq = tma::make_map_bhsd(p.q, kBf16, p.batch, p.heads_q, p.seq_q, Dqk, T::kBlockM);
-  const CUtensorMap mk = tma::make_map_bhsd(p.k, kBf16, p.batch, p.heads_kv, p.seq_kv, Dqk, T::kBlockN);
-  const CUtensorMap mv = tma::make_map_bhsd(p.v, kBf16, p.batch, p.heads_kv, p.seq_kv, Dv, T::kBlockN);
-  auto* kernel = wgmma_f16_kernel<Dqk, Dv, kBf16, kSched>;
+  const CUtensorMap mq = tma::make_map_bhsd(p.q, kBf16, p.batch, p.heads_q, p.seq_q, T::kHeadDimQK, T::kBlockM);
+  const CUtensorMap mk = tma::make_map_bhsd(p.k, kBf16, p.batch, p.heads_kv, p.seq_kv, T::kHeadDimQK, T::kBlockN);
+  const CUtensorMap mv = tma::make_map_bhsd(p.v, kBf16, p.batch, p.heads_kv, p.seq_kv, T::kHeadDimV, T::kBlockN);
+  auto* kernel = wgmma_f16_kernel<T, kBf16, kSched>;
   FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>((p.seq_q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(p.heads_q),
                   static_cast<unsigned>(p.batch));
@@ -99,13 +84,20 @@ void launch_t(const FwdParams& p, cudaStream_t stream) {
   FC_CHECK_LAUNCH("wgmma_f16_kernel");
 }
 
+template <class C>
+void launch_config(const FwdParams& p, bool bf16, cudaStream_t s) {
+  if (bf16)
+    launch_t<typename C::Traits, true, C::kSchedule>(p, s);
+  else
+    launch_t<typename C::Traits, false, C::kSchedule>(p, s);
+}
+
 template <int Dqk, int Dv>
 void launch_dims(const FwdParams& p, bool bf16, cudaStream_t s) {
-  switch (schedule_from_env()) {
-    case kSerial: return bf16 ? launch_t<Dqk, Dv, true, kSerial>(p, s) : launch_t<Dqk, Dv, false, kSerial>(p, s);
-    case kOverlap: return bf16 ? launch_t<Dqk, Dv, true, kOverlap>(p, s) : launch_t<Dqk, Dv, false, kOverlap>(p, s);
-    default: return bf16 ? launch_t<Dqk, Dv, true, kPingPong>(p, s) : launch_t<Dqk, Dv, false, kPingPong>(p, s);
-  }
+  if (p.causal)
+    launch_config<WgmmaF16Config<Dqk, Dv, true>>(p, bf16, s);
+  else
+    launch_config<WgmmaF16Config<Dqk, Dv, false>>(p, bf16, s);
 }
 
 }  // namespace
