@@ -1,0 +1,22 @@
+// wgmma_f16's host entry points (defined in wgmma_f16.cu, compiled for sm_90a only).
+#pragma once
+#include <string>
+
+#include "gpu/common/params.h"
+
+namespace flashcheck::kernels {
+
+// FlashAttention forward on Hopper (TMA + wgmma + warp specialisation), bf16 or fp16 in, fp32
+// accumulation, natural-log LSE. (Dqk, Dv) ∈ {(64,64), (128,128), (192,128), (256,256)}; any other
+// pair throws std::invalid_argument. Throws std::runtime_error on any CUDA error.
+// Tiles and consumer schedule per (Dqk, Dv, causal) come from the table in tile_size.h.
+void launch_wgmma_f16(const FwdParams& p, bool bf16, void* stream);
+
+// Empty if this process's GPU can run the kernel (sm_90a code needs compute capability 9.0),
+// otherwise why not.
+std::string wgmma_f16_unavailable_reason();
+
+// Whether (Dqk, Dv) is one of the compiled pairs.
+bool wgmma_f16_supports_dims(int head_dim_qk, int head_dim_v);
+
+}  // namespace flashcheck::kernels

@@ -1,0 +1,232 @@
+// The two roles of wgmma_f16's main loop: the producer thread that streams Q, K and V in by TMA,
+// and a consumer warpgroup that runs S = Q·Kᵀ, the online softmax and O += P·V on 64 query rows.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "gpu/common/mask.cuh"
+#include "gpu/common/params.h"
+#include "gpu/wgmma_f16/barrier.cuh"
+#include "gpu/wgmma_f16/smem.cuh"
+#include "gpu/wgmma_f16/softmax.cuh"
+#include "gpu/wgmma_f16/tma.cuh"
+#include "gpu/wgmma_f16/wgmma.cuh"
+
+namespace flashcheck::kernels {
+
+// Named barriers (0 is __syncthreads): 1 + w = "consumer warpgroup w may issue its GEMMs";
+// 4 + w = warpgroup w's epilogue (w < 3).
+constexpr uint32_t kBarTurn = 1, kBarEpilogue = 4;
+
+// ---- producer ----------------------------------------------------------------------------------
+
+// One thread: Q once, then K and V of every tile the block needs, each into its ring slot as soon
+// as all consumer threads have released the tile that used the slot kStages tiles earlier.
+template <class T>
+__device__ __forceinline__ void wgmma_produce(const WgmmaSmem<T>& sm, const CUtensorMap* mq, const CUtensorMap* mk,
+                                              const CUtensorMap* mv, int q0, int h, int hk, int b, int n_tiles) {
+  tma::prefetch_map(mq);
+  tma::prefetch_map(mk);
+  tma::prefetch_map(mv);
+  // Q is loaded even when the block sees no key: the consumers always wait for it, so no copy can
+  // still be landing in the Q tile when their epilogue reuses it for O.
+  sync::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(T::kQBytes));
+#pragma unroll
+  for (int j = 0; j < T::kQBlocks; ++j) tma::load_4d(sm.q() + j * T::kQBlockBytes, mq, sm.q_full(), 64 * j, q0, h, b);
+
+  int stage = 0;
+  uint32_t round = 0;  // how many times the ring has wrapped before tile t
+  for (int t = 0; t < n_tiles; ++t) {
+    const int k0 = t * T::kBlockN;
+    // Phase `round - 1` of the empty barrier completes when the consumers release tile t − kStages.
+    if (round > 0) sync::mbar_wait(sm.k_empty(stage), (round - 1) & 1);
+    sync::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(T::kKBytes));
+#pragma unroll
+    for (int j = 0; j < T::kQBlocks; ++j)
+      tma::load_4d(sm.k(stage) + j * T::kKVBlockBytes, mk, sm.k_full(stage), 64 * j, k0, hk, b);
+    if (round > 0) sync::mbar_wait(sm.v_empty(stage), (round - 1) & 1);
+    sync::mbar_arrive_expect_tx(sm.v_full(stage), static_cast<uint32_t>(T::kVBytes));
+#pragma unroll
+    for (int j = 0; j < T::kVBlocks; ++j)
+      tma::load_4d(sm.v(stage) + j * T::kKVBlockBytes, mv, sm.v_full(stage), 64 * j, k0, hk, b);
+    if (++stage == T::kStages) stage = 0, ++round;
+  }
+}
+
+// ---- consumer GEMMs ----------------------------------------------------------------------------
+
+// S = Q·Kᵀ for this warpgroup's 64 rows and the tile's kBlockN keys: Dqk/16 wgmmas over k-slices;
+// slice ks is 32·(ks % 4) bytes into column block ks / 4 of both Q and K. The first overwrites S.
+template <class T, bool kBf16>
+__device__ __forceinline__ void gemm_qk(float (&s)[T::kSRegs], uint64_t desc_q, uint64_t desc_k) {
+#pragma unroll
+  for (int ks = 0; ks < T::kHeadDimQK / 16; ++ks)
+    wgmma::WgmmaOp<T::kBlockN, kBf16>::ss(s, wgmma::desc_add(desc_q, (ks / 4) * T::kQBlockBytes + (ks % 4) * 32),
+                                          wgmma::desc_add(desc_k, (ks / 4) * T::kKVBlockBytes + (ks % 4) * 32), ks > 0);
+}
+
+// O += P·V: kBlockN/16 wgmmas over 16-key slices, P from registers, V's slice kk 16 rows = 2048
+// bytes further into every column block.
+template <class T, bool kBf16>
+__device__ __forceinline__ void gemm_pv(float (&o)[T::kORegs], const uint32_t (&p)[T::kPRegs], uint64_t desc_v) {
+#pragma unroll
+  for (int kk = 0; kk < T::kBlockN / 16; ++kk)
+    wgmma::WgmmaOp<T::kHeadDimV, kBf16>::rs(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
+                                            wgmma::desc_add(desc_v, kk * 16 * 128), 1);
+}
+
+// ---- consumer main loop ------------------------------------------------------------------------
+
+// The running state of a consumer thread's two rows after the main loop.
+template <class T>
+struct RowState {
+  float o[T::kORegs];  // unnormalised O (accumulator layout)
+  float m[2], l[2];    // running max of raw scores, lane-partial sum of p
+};
+
+// Runs every KV tile of the block through consumer warpgroup `cw` (rows q0 + 64·cw ...).
+// `lane`/`warp` are within the warpgroup. Always waits for Q (see wgmma_produce).
+template <class T, bool kBf16, int kSched>
+__device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const FwdParams& p, int cw, int q0, int n_tiles,
+                                              int warp, int lane, RowState<T>& st) {
+  constexpr int BN = T::kBlockN;
+  constexpr bool kOverlapped = kSched != kSerial;
+  constexpr bool kTurns = kSched == kPingPong;
+  constexpr int W = T::kConsumerWGs;
+
+  const int row_wg = q0 + 64 * cw;                       // first query row of this warpgroup
+  const int row0 = row_wg + 16 * warp + (lane >> 2);     // this thread's rows: row0, row0 + 8
+  int n_vis[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int row = row0 + 8 * hf;
+    n_vis[hf] = row < p.seq_q ? kv_visible(row, p.seq_q, p.seq_kv, p.causal) : 0;
+  }
+  // Keys [0, kv_all) are visible to every valid row of the warpgroup (visibility grows with the
+  // row): tiles below it need no mask. Rows past seq_q compute on TMA's zero rows, are never
+  // stored, and only need to stay finite.
+  const int kv_all = row_wg < p.seq_q ? kv_visible(row_wg, p.seq_q, p.seq_kv, p.causal) : 0;
+
+#pragma unroll
+  for (int i = 0; i < T::kORegs; ++i) st.o[i] = 0.0f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.0f;
+  const float sl2 = p.scale * 1.4426950408889634f;  // scale · log2(e)
+
+  sync::mbar_wait(sm.q_full(), 0);
+  if (n_tiles == 0) return;
+
+  const uint64_t desc_q = wgmma::make_desc(sync::smem_addr(sm.q()) + cw * 64 * 128, 16, 1024);
+  const uint64_t desc_k0 = wgmma::make_desc(sync::smem_addr(sm.k(0)), 16, 1024);
+  const uint64_t desc_v0 = wgmma::make_desc(sync::smem_addr(sm.v(0)), static_cast<uint32_t>(T::kKVBlockBytes), 1024);
+  auto desc_k = [&](int stage) { return wgmma::desc_add(desc_k0, stage * static_cast<uint32_t>(T::kKBytes)); };
+  auto desc_v = [&](int stage) { return wgmma::desc_add(desc_v0, stage * static_cast<uint32_t>(T::kVBytes)); };
+
+  float s[T::kSRegs];
+  uint32_t pf[T::kPRegs];
+  float corr[2];
+
+  // S of tile t is ready in s: mask it if any row of the warpgroup can't see all its keys, then
+  // turn it into probabilities.
+  auto softmax_tile = [&](int t) {
+    if (t * BN + BN > kv_all) softmax::mask(s, t * BN, n_vis, lane);
+    softmax::online(s, st.m, st.l, corr, sl2);
+  };
+
+  // Ping-pong turns: warpgroup w waits on barrier 1 + w until warpgroup w − 1 (mod W) has issued
+  // its GEMMs (128 syncing + 128 arriving threads), and hands over to w + 1 after issuing its own.
+  // Each issues n_tiles + 1 times; the last warpgroup opens with one extra hand-over so that 0 goes
+  // first, and skips its final one (nobody waits for it), so every barrier phase completes.
+  auto turn_wait = [&] {
+    if constexpr (kTurns) sync::named_sync(kBarTurn + cw, 256);
+  };
+  auto turn_pass = [&](bool last) {
+    if constexpr (kTurns)
+      if (!(last && cw == W - 1)) sync::named_arrive(kBarTurn + (cw + 1) % W, 256);
+  };
+
+
+  if constexpr (!kOverlapped) {
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int t = 0; t < n_tiles; ++t) {
+      sync::mbar_wait(sm.k_full(stage), phase);
+      wgmma::fence();
+      gemm_qk<T, kBf16>(s, desc_q, desc_k(stage));
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operands(s);
+      sync::mbar_arrive(sm.k_empty(stage));
+      softmax_tile(t);
+      softmax::rescale(st.o, corr);  // tile 0: corr = 0 and O = 0
+      softmax::to_a_fragments<kBf16>(s, pf);
+      sync::mbar_wait(sm.v_full(stage), phase);
+      wgmma::fence();
+      gemm_pv<T, kBf16>(st.o, pf, desc_v(stage));
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operands(st.o);
+      wgmma::fence_operands(pf);
+      sync::mbar_arrive(sm.v_empty(stage));
+      if (++stage == T::kStages) stage = 0, phase ^= 1;
+    }
+  } else {
+    if constexpr (kTurns)
+      if (cw == W - 1) sync::named_arrive(kBarTurn + 0, 256);
+    // Prologue: S_0 alone.
+    int stage = 0;
+    uint32_t phase = 0;
+    turn_wait();
+    sync::mbar_wait(sm.k_full(0), 0);
+    wgmma::fence();
+    gemm_qk<T, kBf16>(s, desc_q, desc_k(0));
+    wgmma::commit();
+    turn_pass(false);
+    wgmma::wait<0>();
+    wgmma::fence_operands(s);
+    sync::mbar_arrive(sm.k_empty(0));
+    softmax_tile(0);  // O is still 0: its correction is not needed
+    softmax::to_a_fragments<kBf16>(s, pf);
+
+    // Steady state: S_t and P_{t-1}·V_{t-1} in flight together; the softmax of S_t overlaps the
+    // P·V GEMM, and O is rescaled by tile t's correction only once that GEMM has finished.
+    for (int t = 1; t < n_tiles; ++t) {
+      const int prev = stage;
+      const uint32_t prev_phase = phase;
+      if (++stage == T::kStages) stage = 0, phase ^= 1;
+      turn_wait();
+      sync::mbar_wait(sm.k_full(stage), phase);
+      wgmma::fence();
+      gemm_qk<T, kBf16>(s, desc_q, desc_k(stage));
+      wgmma::commit();
+      sync::mbar_wait(sm.v_full(prev), prev_phase);
+      gemm_pv<T, kBf16>(st.o, pf, desc_v(prev));
+      wgmma::commit();
+      turn_pass(false);
+      wgmma::wait<1>();  // S_t done, P_{t-1}·V_{t-1} may still run
+      wgmma::fence_operands(s);
+      sync::mbar_arrive(sm.k_empty(stage));
+      softmax_tile(t);
+      wgmma::wait<0>();
+      wgmma::fence_operands(st.o);
+      wgmma::fence_operands(pf);
+      sync::mbar_arrive(sm.v_empty(prev));
+      softmax::rescale(st.o, corr);
+      softmax::to_a_fragments<kBf16>(s, pf);
+    }
+
+    // Epilogue of the loop: the last tile's P·V.
+    turn_wait();
+    sync::mbar_wait(sm.v_full(stage), phase);
+    wgmma::fence();
+    gemm_pv<T, kBf16>(st.o, pf, desc_v(stage));
+    wgmma::commit();
+    turn_pass(true);
+    wgmma::wait<0>();
+    wgmma::fence_operands(st.o);
+    wgmma::fence_operands(pf);
+    sync::mbar_arrive(sm.v_empty(stage));
+  }
+}
+
+}  // namespace flashcheck::kernels

@@ -1,0 +1,108 @@
+// Masking and the online softmax on a wgmma accumulator tile (layout in wgmma.cuh: each thread
+// holds 2 rows, half hf ∈ {0,1} in d[4j + 2hf + {0,1}], and a row is spread over the 4 lanes of a
+// quad). The numerics are mma_f16's, which flashcheck's campaigns pinned down:
+//  * exp2 with log2(e) folded into the scale, and p = 2^((s − m)·c), not the one-FFMA 2^(s·c − m·c);
+//  * ℓ summed from the unrounded fp32 p; P rounded to the input type only for P·V;
+//  * a row that has seen no visible key keeps m = −inf and ℓ = 0 (O = 0, LSE = −inf at the end).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace flashcheck::kernels::softmax {
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// 2^x in one MUFU.EX2: exp2f() lowers to ex2.approx.f32 without .ftz, which ptxas wraps in a
+// compare and two multiplies to produce subnormal results. A probability below 2^-126 next to the
+// row max's p = 1 weighs nothing in ℓ or O (fp32), and rounds to 0 in fp16 P.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Scores of keys this row may not see become −inf (exp2(−inf) = 0: no weight in ℓ or P·V).
+// `n_vis[hf]` is the number of visible keys of the thread's row hf; k0 the tile's first key.
+template <int kRegs>
+__device__ __forceinline__ void mask(float (&s)[kRegs], int k0, const int (&n_vis)[2], int lane) {
+  const int key0 = k0 + 2 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < kRegs / 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (key0 + 8 * j + (e & 1) >= n_vis[e >> 1]) s[4 * j + e] = -INFINITY;
+}
+
+// Online softmax of one tile for the thread's two rows: updates the running max m (of raw scores)
+// and the lane-partial sum ℓ, turns s into probabilities in place, and returns in corr[hf] the
+// factor that row's O accumulator must be multiplied by. sl2 = scale · log2(e).
+template <int kRegs>
+__device__ __forceinline__ void online(float (&s)[kRegs], float (&m)[2], float (&l)[2], float (&corr)[2], float sl2) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float mx = s[2 * hf];
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hf], s[4 * j + 2 * hf + 1]));
+    const float m_new = fmaxf(m[hf], quad_max(mx));
+    // Until a row has seen a visible key its max stays −inf, and (−inf) − (−inf) = NaN: shift by 0
+    // instead (every p is exp2(−inf) = 0 anyway, and corr = exp2(−inf) = 0 clears nothing).
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    corr[hf] = exp2_ftz((m[hf] - m_use) * sl2);
+    // s − m is exact near the max (Sterbenz), so the max key's p is exactly 1; folding m·sl2 into
+    // one FFMA would leave its rounding uncancelled and overflow for |m·sl2| ≳ 2^31.
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j)
+#pragma unroll
+      for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+        s[4 * j + e] = exp2_ftz((s[4 * j + e] - m_use) * sl2);
+        sum += s[4 * j + e];
+      }
+    l[hf] = l[hf] * corr[hf] + sum;  // lane-partial: reduced over the quad once, in the epilogue
+    m[hf] = m_new;
+  }
+}
+
+// Two fp32 → one register of two 16-bit values (round to nearest even), low half first.
+template <bool kBf16>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (kBf16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// P (fp32 probabilities in the accumulator layout) → the A fragments of P·V, rounded to the
+// input type: p[4k + i] = (s[8k + 2i], s[8k + 2i + 1]) (see wgmma.cuh for why no shuffle is needed).
+template <bool kBf16, int kRegs>
+__device__ __forceinline__ void to_a_fragments(const float (&s)[kRegs], uint32_t (&p)[kRegs / 2]) {
+#pragma unroll
+  for (int i = 0; i < kRegs / 2; ++i) p[i] = pack2<kBf16>(s[2 * i], s[2 * i + 1]);
+}
+
+// O *= corr per row.
+template <int kRegs>
+__device__ __forceinline__ void rescale(float (&o)[kRegs], const float (&corr)[2]) {
+#pragma unroll
+  for (int j = 0; j < kRegs / 4; ++j) {
+    o[4 * j + 0] *= corr[0];
+    o[4 * j + 1] *= corr[0];
+    o[4 * j + 2] *= corr[1];
+    o[4 * j + 3] *= corr[1];
+  }
+}
+
+}  // namespace flashcheck::kernels::softmax
