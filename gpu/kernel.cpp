@@ -22,11 +22,15 @@ KernelRegistrar::KernelRegistrar(KernelDef def) {
   list().push_back(std::move(def));
 }
 
-TileShape Capabilities::tile_for(int64_t head_dim) const {
+TileShape Capabilities::tile_for(int64_t head_dim, bool causal) const {
   if (tiles.empty()) return {};
-  for (const TileShape& t : tiles)
+  const TileShape* last = nullptr;
+  for (const TileShape& t : tiles) {
+    if (t.causal != -1 && t.causal != static_cast<int>(causal)) continue;
     if (t.head_dim >= head_dim) return t;
-  return tiles.back();
+    last = &t;
+  }
+  return last ? *last : tiles.back();
 }
 
 }  // namespace flashcheck

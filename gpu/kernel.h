@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/problem.h"
@@ -14,6 +15,7 @@ namespace flashcheck {
 struct TileShape {
   int64_t head_dim = 0;  // Dqk
   int64_t block_q = 128, block_kv = 128;
+  int causal = -1;       // -1 any mode; 0 only non-causal; 1 only causal (kernels that tile them apart)
 };
 
 // The numerics a kernel mirrors, so the blocked replica can reproduce it (tests compare a kernel
@@ -29,20 +31,25 @@ struct Capabilities {
   std::vector<DType> dtypes{DType::f32, DType::f16, DType::bf16};
   std::vector<int64_t> head_dims{16, 32, 40, 64, 80, 96, 128, 192, 256};  // Dqk (and Dv) values accepted
   bool dv_ne_dqk = true;  // Dv may differ from Dqk (Dv ≤ Dqk)
+  // When non-empty, the only (Dqk, Dv) pairs compiled (e.g. {192, 128} but not {192, 192}).
+  std::vector<std::pair<int64_t, int64_t>> head_dim_pairs;
   std::vector<Causal> causals{Causal::none, Causal::top_left, Causal::bottom_right};
   bool gqa = true;
   int64_t max_seq = int64_t{1} << 31;
   LseBase lse_base = LseBase::e;
   EmptyRowLse empty_lse = EmptyRowLse::neg_inf;
   Memory memory = Memory::host;
-  // Compute capability ×10 the kernel needs (90 = sm_90a); 0 for host kernels. Below it the kernel
+  // Compute capability ×10 the kernel needs (90 = sm_90); 0 for host kernels. Below it the kernel
   // is reported unavailable with the reason, never failed.
   int min_sm = 0;
-  // Tiles per head dim; a head dim without a row uses the row of the next larger one (or the last).
+  // Architecture-specific code (sm_90a: wgmma, setmaxnreg) runs on exactly min_sm, not above it.
+  bool exact_sm = false;
+  // Tiles per head dim, ascending; a head dim without a row uses the row of the next larger one (or
+  // the last). Rows may be given per causal mode.
   std::vector<TileShape> tiles{{0, 128, 128}};
   KernelNumerics numerics;
 
-  TileShape tile_for(int64_t head_dim) const;
+  TileShape tile_for(int64_t head_dim, bool causal = false) const;
 };
 
 // A kernel launch: buffers in the declared memory and the problem's dtype (lse f32, or null when

@@ -16,6 +16,8 @@ std::optional<std::string> Variant::unsupported(const Problem& p) const {
   if (!has(c.head_dims, p.head_dim_v)) return "head_dim_v " + std::to_string(p.head_dim_v);
   if (p.head_dim_v != p.head_dim_qk && !c.dv_ne_dqk) return "head_dim_v != head_dim_qk";
   if (p.head_dim_v > p.head_dim_qk) return "head_dim_v > head_dim_qk";
+  if (!c.head_dim_pairs.empty() && !has(c.head_dim_pairs, std::pair{p.head_dim_qk, p.head_dim_v}))
+    return "head dims (" + std::to_string(p.head_dim_qk) + ", " + std::to_string(p.head_dim_v) + ") not compiled";
   if (!has(c.causals, p.causal)) return "causal " + std::string(to_string(p.causal));
   if (p.heads_q != p.heads_kv && !c.gqa) return "GQA";
   if (p.seq_q > c.max_seq || p.seq_kv > c.max_seq) return "sequence longer than " + std::to_string(c.max_seq);
@@ -30,15 +32,16 @@ std::optional<std::string> Variant::unavailable() const {
   if (caps().memory != Memory::device) return std::nullopt;
   if (auto why = device::unavailable()) return why;
   const int sm = device::compute_capability();
-  if (sm < caps().min_sm)
-    return "needs sm_" + std::to_string(caps().min_sm) + (caps().min_sm >= 90 ? "a" : "") + ", this GPU is sm_" +
+  if (caps().exact_sm ? sm != caps().min_sm : sm < caps().min_sm)
+    return "needs sm_" + std::to_string(caps().min_sm) + (caps().exact_sm ? "a (compute capability exactly " : " (at least ") +
+           std::to_string(caps().min_sm / 10) + "." + std::to_string(caps().min_sm % 10) + "), this GPU is sm_" +
            std::to_string(sm);
   return std::nullopt;
 }
 
 Declared Variant::declared(const Problem& p) const {
   const Capabilities& c = caps();
-  const TileShape t = c.tile_for(p.head_dim_qk);
+  const TileShape t = c.tile_for(p.head_dim_qk, p.causal != Causal::none);
   return Declared{c.lse_base, c.empty_lse, t.block_q, t.block_kv};
 }
 

@@ -12,11 +12,4 @@ namespace flashcheck::kernels {
 // Tiles and consumer schedule per (Dqk, Dv, causal) come from the table in tile_size.h.
 void launch_wgmma_f16(const FwdParams& p, bool bf16, void* stream);
 
-// Empty if this process's GPU can run the kernel (sm_90a code needs compute capability 9.0),
-// otherwise why not.
-std::string wgmma_f16_unavailable_reason();
-
-// Whether (Dqk, Dv) is one of the compiled pairs.
-bool wgmma_f16_supports_dims(int head_dim_qk, int head_dim_v);
-
 }  // namespace flashcheck::kernels

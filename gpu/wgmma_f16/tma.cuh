@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "gpu/cuda_check.h"
+#include "gpu/common/cuda_check.h"
 
 namespace flashcheck::kernels::tma {
 

@@ -15,7 +15,7 @@
 
 #include "gpu/common/mask.cuh"
 #include "gpu/common/params.h"
-#include "gpu/cuda_check.h"
+#include "gpu/common/cuda_check.h"
 #include "gpu/wgmma_f16/epilogue.cuh"
 #include "gpu/wgmma_f16/launch.h"
 #include "gpu/wgmma_f16/mainloop.cuh"
@@ -102,9 +102,6 @@ void launch_dims(const FwdParams& p, bool bf16, cudaStream_t s) {
 
 }  // namespace
 
-bool wgmma_f16_supports_dims(int dqk, int dv) {
-  return (dqk == dv && (dqk == 64 || dqk == 128 || dqk == 256)) || (dqk == 192 && dv == 128);
-}
 
 void launch_wgmma_f16(const FwdParams& p, bool bf16, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
@@ -122,14 +119,5 @@ void launch_wgmma_f16(const FwdParams& p, bool bf16, void* stream) {
   }
 }
 
-std::string wgmma_f16_unavailable_reason() {
-  int dev = 0, major = 0, minor = 0;
-  FC_CUDA_CHECK(cudaGetDevice(&dev));
-  FC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  FC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (major == 9 && minor == 0) return {};
-  return "wgmma_f16 is built for sm_90a (wgmma, TMA, setmaxnreg) and needs a compute capability 9.0 GPU; this one is " +
-         std::to_string(major) + "." + std::to_string(minor);
-}
 
 }  // namespace flashcheck::kernels
