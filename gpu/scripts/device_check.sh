@@ -35,17 +35,34 @@ for k in json.load(sys.stdin):
         print(k["name"])
 ')}
 [ -n "$variants" ] || { echo "no available device kernel in $fc list"; exit 125; }
+# The dtypes a kernel declares (the sanitizer problems use each; SAN_DTYPES=first keeps one).
+kernel_dtypes() {
+  "$fc" list --json - | python3 -c '
+import json, sys
+for k in json.load(sys.stdin):
+    if k["name"] == sys.argv[1]:
+        print(" ".join(k["dtypes"][:1] if sys.argv[2] == "first" else k["dtypes"]))
+' "$1" "${SAN_DTYPES:-first}"
+}
 echo "device variants: $variants; campaign seed $seed"
 
-step "gpu test suite" gpu_tests.log "$build/gpu/gpu_variants_test"
+step "gpu test suite" gpu_tests.log "$build/runner/gpu_variants_test"
 for v in $variants; do
   n_var="CASES_$v"; n=${!n_var:-$cases}  # e.g. CASES_mma_f16=4000: ~2000 per dtype it declares
   step "campaign $v ($n cases)" "campaign_$v.log" "$fc" run --kernel "$v" --cases "$n" --seed "$seed" \
     --max-seq 1100 --max-work "${MAX_WORK:-1e8}"
-  step "memcheck $v" "memcheck_$v.log" compute-sanitizer --tool memcheck --error-exitcode 3 \
-    "$fc" run --kernel "$v" --cases 12 --seed "$seed" --max-seq 140 --no-shrink
-  step "racecheck $v" "racecheck_$v.log" compute-sanitizer --tool racecheck --error-exitcode 3 \
-    "$fc" run --kernel "$v" --cases 3 --seed "$seed" --max-seq 100 --no-shrink
+  # Sanitizers on fixed problems with >= 3 KV tiles per block (a pipeline race needs a ring that
+  # wraps), tails in both dimensions, GQA, every causal mode; a kernel skips what it cannot run.
+  for tool in memcheck racecheck synccheck; do
+    for prob in "b=1 hq=2 hkv=1 sq=200 skv=700 dqk=128 dv=128 causal=bottom_right" \
+                "b=1 hq=2 hkv=2 sq=333 skv=600 dqk=64 dv=64 causal=top_left" \
+                "b=1 hq=1 hkv=1 sq=150 skv=500 dqk=256 dv=256 causal=none"; do
+      for dt in $(kernel_dtypes "$v"); do
+        step "$tool $v ($prob dtype=$dt)" "${tool}_$v.log" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+          "$fc" run --kernel "$v" --problem "$prob dtype=$dt" --dist normal --input-seed "$seed" ${SAN_FLAGS:-}
+      done
+    done
+  done
   step "determinism $v (100 runs)" "determinism_$v.log" "$fc" determinism --kernel "$v" --runs 100 \
     --problem "${DET_PROBLEM:-b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right}"
 done
