@@ -61,6 +61,9 @@ struct Expect {
   const char* detail;     // a part of the criterion's detail
 };
 
+// Test names in ctest: the kernel, not the struct's bytes.
+void PrintTo(const Expect& e, std::ostream* os) { *os << e.kernel; }
+
 class Hostile : public ::testing::TestWithParam<Expect> {};
 
 TEST_P(Hostile, GetsItsVerdictAndTheJudgeLivesOn) {
@@ -223,6 +226,8 @@ struct BadField {
   const char* set;
   const char* message;
 };
+void PrintTo(const BadField& b, std::ostream* os) { *os << b.set; }
+
 class BadFields : public ::testing::TestWithParam<BadField> {};
 
 TEST_P(BadFields, AreRefusedByName) {
