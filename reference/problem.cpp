@@ -1,6 +1,8 @@
 #include "reference/problem.h"
 
+#include <charconv>
 #include <cmath>
+#include <map>
 #include <ostream>
 #include <sstream>
 #include <vector>
@@ -97,37 +99,62 @@ Problem parse_problem(std::string_view s) {
   Problem p;
   std::istringstream is{std::string(s)};
   std::string tok;
-  auto as_int = [](const std::string& key, const std::string& v) {
-    size_t pos = 0;
-    long long x = 0;
-    try {
-      x = std::stoll(v, &pos);
-    } catch (const std::exception&) {
-      throw InvalidProblem("problem field '" + key + "' is not an integer: '" + v + "'");
+  // A value as a message may quote it: a 300-digit number is cut.
+  auto quoted = [](const std::string& v) {
+    return v.size() <= 40 ? "'" + v + "'" : "'" + v.substr(0, 24) + "...' (" + std::to_string(v.size()) + " characters)";
+  };
+  auto as_int = [&](const std::string& key, const std::string& v) {
+    int64_t x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+      throw InvalidProblem("problem field '" + key + "' expects a whole number, got " + quoted(v));
+    return x;
+  };
+  auto as_double = [&](const std::string& key, const std::string& v) {
+    double x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+      throw InvalidProblem("problem field '" + key + "' expects a number (e.g. 0.125), got " + quoted(v));
+    return x;
+  };
+  // Each field may be given once, aliases included (h= sets hq and hkv, s= sq and skv, d= dqk): a
+  // repeated one would otherwise be decided by its position, silently.
+  std::map<std::string, std::string> given;  // field -> the key that set it
+  auto set = [&](const std::string& key, std::initializer_list<const char*> fields) {
+    for (const char* f : fields) {
+      auto [at, fresh] = given.emplace(f, key);
+      if (!fresh)
+        throw InvalidProblem("problem field '" + std::string(f) + "' given twice (by '" + at->second + "=' and '" + key +
+                             "='); give each field once");
     }
-    if (pos != v.size()) throw InvalidProblem("problem field '" + key + "' is not an integer: '" + v + "'");
-    return static_cast<int64_t>(x);
   };
   bool dv_set = false;
   while (is >> tok) {
     auto eq = tok.find('=');
-    if (eq == std::string::npos) throw InvalidProblem("problem token '" + tok + "' is not key=value");
+    if (eq == std::string::npos) throw InvalidProblem("problem token " + quoted(tok) + " is not key=value");
     std::string key = tok.substr(0, eq), val = tok.substr(eq + 1);
     try {
-      if (key == "b") p.batch = as_int(key, val);
-      else if (key == "h") p.heads_q = p.heads_kv = as_int(key, val);
-      else if (key == "hq") p.heads_q = as_int(key, val);
-      else if (key == "hkv") p.heads_kv = as_int(key, val);
-      else if (key == "s") p.seq_q = p.seq_kv = as_int(key, val);
-      else if (key == "sq") p.seq_q = as_int(key, val);
-      else if (key == "skv") p.seq_kv = as_int(key, val);
-      else if (key == "d") { p.head_dim_qk = as_int(key, val); if (!dv_set) p.head_dim_v = p.head_dim_qk; }
-      else if (key == "dqk") { p.head_dim_qk = as_int(key, val); if (!dv_set) p.head_dim_v = p.head_dim_qk; }
-      else if (key == "dv") { p.head_dim_v = as_int(key, val); dv_set = true; }
-      else if (key == "causal") p.causal = parse_causal(val);
-      else if (key == "dtype") p.dtype = parse_dtype(val);
-      else if (key == "scale") p.scale = std::stod(val);
-      else throw InvalidProblem("unknown problem field '" + key + "'");
+      if (key == "b") set(key, {"b"}), p.batch = as_int(key, val);
+      else if (key == "h") set(key, {"hq", "hkv"}), p.heads_q = p.heads_kv = as_int(key, val);
+      else if (key == "hq") set(key, {"hq"}), p.heads_q = as_int(key, val);
+      else if (key == "hkv") set(key, {"hkv"}), p.heads_kv = as_int(key, val);
+      else if (key == "s") set(key, {"sq", "skv"}), p.seq_q = p.seq_kv = as_int(key, val);
+      else if (key == "sq") set(key, {"sq"}), p.seq_q = as_int(key, val);
+      else if (key == "skv") set(key, {"skv"}), p.seq_kv = as_int(key, val);
+      else if (key == "d" || key == "dqk") {
+        set(key, {"dqk"});
+        p.head_dim_qk = as_int(key, val);
+        if (!dv_set) p.head_dim_v = p.head_dim_qk;
+      } else if (key == "dv") {
+        set(key, {"dv"});
+        p.head_dim_v = as_int(key, val);
+        dv_set = true;
+      }
+      else if (key == "causal") set(key, {"causal"}), p.causal = parse_causal(val);
+      else if (key == "dtype") set(key, {"dtype"}), p.dtype = parse_dtype(val);
+      else if (key == "scale") set(key, {"scale"}), p.scale = as_double(key, val);
+      else throw InvalidProblem("unknown problem field " + quoted(key) +
+                                " (known: b h hq hkv s sq skv d dqk dv causal dtype scale)");
     } catch (const InvalidProblem&) {
       throw;
     } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -42,7 +43,8 @@ std::string repro_command(const std::string& variant, const Case& c, const std::
   return os.str();
 }
 
-CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin) {
+CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
+                     const WaitingFn& waiting) {
   CaseOutcome out;
   out.c = c;
   if (auto why = v.unsupported(c.problem)) {
@@ -51,15 +53,35 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
   }
   const Problem& p = c.problem;
   const Inputs in = make_inputs(p, c.seed, c.dist);
-  HarnessResult h;
-  try {
-    h = run_variant(v, p, in);
-  } catch (const std::exception& e) {
-    out.error = e.what();
+  // A case that produced no output to judge: one failed criterion says why, and nothing else is
+  // reported (no metrics of an output that does not exist).
+  auto unjudged = [&](const std::string& criterion, const std::string& detail) {
     out.report.problem = p;
-    out.report.criteria.push_back({"kernel_error", false, 1, 0, e.what()});
+    out.report.criteria.push_back({criterion, false, 1, 0, detail});
     out.report.repro = repro_command(v.name(), c, plugin);
-    return out;
+  };
+  HarnessResult h;
+  if (worker) {
+    IsolatedRun r = worker->run(p, in, waiting);
+    if (r.abnormal) {
+      out.abnormal = r.abnormal;
+      unjudged(r.abnormal->criterion, r.abnormal->detail);
+      return out;
+    }
+    if (r.error) {
+      out.error = *r.error;
+      unjudged("kernel_error", *r.error);
+      return out;
+    }
+    h = std::move(*r.result);
+  } else {
+    try {
+      h = run_variant(v, p, in);
+    } catch (const std::exception& e) {
+      out.error = e.what();
+      unjudged("kernel_error", e.what());
+      return out;
+    }
   }
   out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows});
   out.report.repro = repro_command(v.name(), c, plugin);
@@ -112,18 +134,22 @@ std::vector<Problem> smaller(const Problem& p, const Capabilities& caps) {
 }  // namespace
 
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin,
-                           int max_steps) {
+                           int max_steps, KernelWorker* worker, double budget_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto over_budget = [&] {
+    return budget_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > budget_s;
+  };
   int steps = 0;
   bool improved = true;
-  while (improved && steps < max_steps) {
+  while (improved && steps < max_steps && !over_budget()) {
     improved = false;
     std::vector<Case> cands;
     for (const Problem& p : smaller(failing.c.problem, v.caps())) cands.push_back({p, failing.c.dist, failing.c.seed});
     if (failing.c.dist != Dist::normal) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
     for (const Case& c : cands) {
-      if (++steps > max_steps) break;
+      if (++steps > max_steps || over_budget()) break;
       if (v.unsupported(c.problem)) continue;
-      CaseOutcome o = run_case(v, c, max_rows, plugin);
+      CaseOutcome o = run_case(v, c, max_rows, plugin, worker);
       if (!o.passed && !o.skipped) {
         failing = std::move(o);
         improved = true;
@@ -132,6 +158,65 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
     }
   }
   return failing;
+}
+
+std::optional<Tightness> tightest_criterion(const Report& r) {
+  std::optional<Tightness> best;
+  for (const Criterion& c : r.criteria) {
+    const bool reported_only = c.detail.rfind("reported only", 0) == 0 || c.detail.rfind("not applicable", 0) == 0;
+    // LSE's limit is atol + rtol*(|lse| + max|score|) per row; the flat atol the report carries
+    // would make a passing case look past its limit.
+    if ((reported_only || c.name == "lse") && c.pass) continue;
+    if (!std::isfinite(c.limit)) continue;
+    double ratio;
+    if (c.name == "cosine")  // "at least": the share of the margin below 1 that was used
+      ratio = c.limit < 1 ? (1 - c.value) / (1 - c.limit) : (c.value >= c.limit ? 0.0 : INFINITY);
+    else if (c.limit > 0)
+      ratio = c.value / c.limit;
+    else  // counts held to 0 (unwritten, out_of_bounds, ...)
+      ratio = c.value > 0 ? INFINITY : 0.0;
+    if (std::isnan(ratio)) ratio = INFINITY;
+    if (!c.pass) ratio = std::max(ratio, 1.0);
+    if (!best || ratio > best->ratio) best = Tightness{c.name, c.value, c.limit, ratio, -1};
+  }
+  return best;
+}
+
+std::string to_text(const Tightness& t) {
+  char buf[160];
+  if (t.criterion == "cosine")
+    std::snprintf(buf, sizeof buf, "cosine %.9g >= %.9g", t.value, t.limit);
+  else
+    std::snprintf(buf, sizeof buf, "%s %.3g/%.3g", t.criterion.c_str(), t.value, t.limit);
+  std::string s = buf;
+  if (std::isfinite(t.ratio)) {
+    std::snprintf(buf, sizeof buf, " (%.0f%%)", 100 * t.ratio);
+    s += buf;
+  }
+  return s;
+}
+
+Progress::Progress(bool enabled, double every_s)
+    : enabled_(enabled), tty_(isatty(STDERR_FILENO) != 0), every_s_(every_s), last_(std::chrono::steady_clock::now()) {}
+
+Progress::~Progress() { finish(); }
+
+void Progress::update(const std::string& line) {
+  if (!enabled_) return;
+  if (tty_) {
+    std::fprintf(stderr, "\r%-100s", line.c_str());
+    open_line_ = true;
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - last_).count() < every_s_) return;
+  last_ = now;
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void Progress::finish() {
+  if (open_line_) std::fprintf(stderr, "\n");
+  open_line_ = false;
 }
 
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log) {
@@ -146,40 +231,77 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
     s.unavailable = "declares none of the requested dtypes";
     return s;
   }
-  const bool tty = opt.progress && isatty(STDERR_FILENO);
+  std::unique_ptr<KernelWorker> worker;
+  if (opt.isolation.enabled) worker = std::make_unique<KernelWorker>(v, opt.plugin, opt.isolation);
+  Progress progress(opt.progress);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto line = [&](int64_t i) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s case %lld/%lld  pass %lld  fail %lld  skip %lld  (%.0f s)", s.name.c_str(),
+                  static_cast<long long>(i + 1), static_cast<long long>(opt.cases), static_cast<long long>(s.passed),
+                  static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return std::string(buf);
+  };
   for (int64_t i = 0; i < opt.cases; ++i) {
     if (i % opt.shard_count != opt.shard_index) continue;
+    if (s.timed_out >= opt.max_timeouts) {
+      ++s.not_run;
+      continue;
+    }
     const Case c = campaign_case(space, opt.seed, i);
-    CaseOutcome o = run_case(v, c, opt.max_rows, opt.plugin);
+    const WaitingFn waiting = [&](double el) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  [this case running %.0f s]", el);
+      progress.update(line(i) + buf);
+    };
+    CaseOutcome o = run_case(v, c, opt.max_rows, opt.plugin, worker.get(), waiting);
     ++s.cases;
     if (o.skipped) {
       ++s.skipped;
     } else {
-      if (!o.error) {
+      if (o.judged()) {
+        ++s.judged;
         s.worst_ulp = std::max(s.worst_ulp, o.report.ulp_max);
         s.worst_cos = std::min(s.worst_cos, o.report.cosine);
+        if (auto t = tightest_criterion(o.report); t && (!s.tightest || t->ratio > s.tightest->ratio)) {
+          s.tightest = *t;
+          s.tightest->case_index = i;
+        }
+      }
+      s.errors += o.error.has_value();
+      if (o.abnormal) {
+        ++s.crashed;
+        s.timed_out += o.abnormal->timed_out;
+        if (!s.first_abnormal) s.first_abnormal = o.abnormal->detail;
       }
       if (o.passed) {
         ++s.passed;
       } else {
         ++s.failed;
-        log << "\n" << s.name << " case " << i << " FAILED: " << to_string(c.problem) << " dist=" << to_string(c.dist) << "\n";
+        for (const std::string& f : o.report.failed()) ++s.failed_by[f];
+        progress.finish();
+        log << "\n" << s.name << " case " << i << " FAILED: " << to_string(c.problem) << " dist=" << to_string(c.dist);
+        if (o.abnormal) log << ": " << o.abnormal->detail;
+        log << "\n";
         if (static_cast<int64_t>(s.failures.size()) < opt.max_failures_kept) {
-          CaseOutcome shrunk = opt.shrink ? shrink_failure(v, o, opt.max_rows, opt.plugin) : o;
+          // Shrinking a hang costs a time limit per candidate: its budget keeps that bounded.
+          double budget = opt.shrink_budget_s;
+          if (budget <= 0 && worker) budget = std::max(20.0, 2 * worker->timeout_for(c.problem));
+          CaseOutcome shrunk = opt.shrink ? shrink_failure(v, o, opt.max_rows, opt.plugin, 200, worker.get(), budget) : o;
           s.repro.push_back(repro_command(s.name, shrunk.c, opt.plugin));
           log << to_text(shrunk.report);
           log << "  reproduce (shrunk): " << s.repro.back() << "\n";
           s.failures.push_back(std::move(shrunk));
         }
+        log.flush();
         if (opt.fail_fast) break;
       }
     }
-    if (tty)
-      std::fprintf(stderr, "\r%-20s case %lld/%lld  pass %lld  fail %lld  skip %lld   ", s.name.c_str(),
-                   static_cast<long long>(i + 1), static_cast<long long>(opt.cases), static_cast<long long>(s.passed),
-                   static_cast<long long>(s.failed), static_cast<long long>(s.skipped));
+    progress.update(line(i));
   }
-  if (tty) std::fprintf(stderr, "\n");
+  progress.finish();
+  if (s.judged == 0) s.worst_cos = std::nan("");
   return s;
 }
 

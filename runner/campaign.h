@@ -1,7 +1,10 @@
 // `flashcheck run`: fuzz campaigns of random problems against the oracle, per variant, with
 // shrinking of failures to a minimal reproducing problem.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "fuzz/generators.h"
+#include "runner/isolation.h"
 #include "runner/registry.h"
 #include "verify/report.h"
 
@@ -23,40 +27,87 @@ struct CampaignOptions {
   int64_t max_rows = kDefaultMaxRows;        // rows per (b,h) checked before sampling
   bool shrink = true;
   bool fail_fast = false;                    // stop at the first failing case
-  bool progress = true;                      // one updating line on stderr
+  bool progress = true;                      // on stderr: an updating line on a terminal, else a line every few seconds
   int64_t max_failures_kept = 5;             // per variant, with reports
   std::vector<DType> dtypes;                 // restrict the drawn dtypes (empty: what the variant declares)
-  std::string plugin;                        // named in reproduce lines when the kernel came from one
+  std::string plugin;                        // the library this variant came from: loaded by the worker, named in reproduce lines
+  IsolationOptions isolation;                // run the kernel in a worker process (the CLI's default)
+  int64_t max_timeouts = 3;                  // a kernel that hangs this often: its remaining cases are not run
+  double shrink_budget_s = 0;                // wall time for shrinking one failure; 0: max(20 s, 2 x the case's time limit)
 };
 
 struct CaseOutcome {
   Case c;
   bool passed = false;
-  std::optional<std::string> skipped;  // why, if skipped
-  std::optional<std::string> error;    // the variant threw: counts as failed
+  std::optional<std::string> skipped;   // why, if skipped
+  std::optional<std::string> error;     // the variant threw or returned an error: counts as failed
+  std::optional<AbnormalEnd> abnormal;  // the kernel crashed, exited or hung (isolated runs): counts as failed
   Report report;
+  bool judged() const { return !skipped && !error && !abnormal; }
 };
+
+// How close a judged case came to failing: the criterion nearest its limit. ratio is value/limit
+// for "at most" criteria and (1 - value)/(1 - limit) for cosine; 1 is the limit, a failure >= 1.
+struct Tightness {
+  std::string criterion;
+  double value = 0, limit = 0, ratio = 0;
+  int64_t case_index = -1;
+};
+// Over the criteria of one report that carry a limit the case is held to (reported-only criteria
+// and LSE, whose limit grows per row, are left out); empty when none applies.
+std::optional<Tightness> tightest_criterion(const Report& r);
+std::string to_text(const Tightness& t);
 
 struct VariantSummary {
   std::string name;
   std::optional<std::string> unavailable;
   int64_t cases = 0, passed = 0, failed = 0, skipped = 0;
+  int64_t judged = 0;                      // cases whose output was judged (not skipped, errored or crashed)
+  int64_t errors = 0, crashed = 0, timed_out = 0;
+  int64_t not_run = 0;                     // left after max_timeouts
+  std::map<std::string, int64_t> failed_by;  // criterion -> failing cases
+  std::optional<std::string> first_abnormal;  // e.g. "crashed (SIGSEGV)", the first such case's
+  std::optional<Tightness> tightest;        // over the judged cases
+  // Over the judged cases only; with none judged, worst_cos is NaN (never a perfect-looking 1).
   uint64_t worst_ulp = 0;
   double worst_cos = 1.0;
   std::vector<CaseOutcome> failures;  // shrunk, at most max_failures_kept
   std::vector<std::string> repro;     // one command per kept failure
 };
 
-// Runs one case: inputs from (problem, dist, seed), variant through the harness, verdict.
-CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "");
+// Progress on stderr for long work: an updating line on a terminal; without one (logs, CI), a
+// line whenever `every_s` seconds passed since the last, so a silent log means a dead process.
+class Progress {
+ public:
+  explicit Progress(bool enabled, double every_s = 5);
+  ~Progress();
+  void update(const std::string& line);
+  void finish();  // ends the terminal's line
+
+ private:
+  bool enabled_, tty_;
+  double every_s_;
+  std::chrono::steady_clock::time_point last_;
+  bool open_line_ = false;
+};
+
+// Called about once a second while an isolated kernel runs, with the seconds elapsed.
+using WaitingFn = std::function<void(double)>;
+
+// Runs one case: inputs from (problem, dist, seed), the variant through the harness (in `worker`'s
+// process when given), verdict.
+CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "",
+                     KernelWorker* worker = nullptr, const WaitingFn& waiting = {});
 // The problem space a variant declares, within the campaign's limits.
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt);
 // Case number `index` of the campaign (the same on every machine for the same seed).
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index);
 // Greedily reduces a failing case (batch, heads, sequence lengths, head dims, distribution) while
 // it still fails; returns the smallest failing case found.
+// Stops after max_steps candidates or budget_s seconds (0: no limit): a kernel that hangs costs its
+// time limit per candidate.
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin = "",
-                           int max_steps = 200);
+                           int max_steps = 200, KernelWorker* worker = nullptr, double budget_s = 0);
 
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log);
 

@@ -10,8 +10,11 @@
 
 namespace flashcheck {
 
-// Bytes of canary before and after every buffer.
-inline constexpr size_t kGuardBytes = 4096;
+// Bytes of canary before and after every buffer. 64 KiB: a kernel that misses a whole tile's
+// stride (e.g. 128 rows x 128 columns of bf16 = 32 KiB) still lands in a canary, not in memory
+// nobody checks. Host kernels run isolated get guard pages instead (runner/isolation.h), which
+// fault on the first byte past the end however far the write goes.
+inline constexpr size_t kGuardBytes = size_t{64} << 10;
 // The canary: 0x7FCA repeated — a NaN read as bf16, as f16 and (0x7FCA7FCA) as f32, distinct from
 // the poison; a kernel that reads past its inputs pulls NaN into its output and fails visibly.
 inline constexpr uint16_t kCanary = 0x7FCA;

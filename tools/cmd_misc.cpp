@@ -5,6 +5,7 @@
 
 #include "reference/naive.h"
 #include "tools/commands.h"
+#include "tools/strict_options.h"
 #include "runner/calibrate.h"
 
 namespace flashcheck::cli {
@@ -13,8 +14,8 @@ void add_calibrate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("calibrate", "measure error distributions of correct implementations per dtype");
   auto cases = std::make_shared<int64_t>(300);
   auto seed = std::make_shared<uint64_t>(1);
-  cmd->add_option("--cases", *cases, "problems per dtype")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", *seed, "campaign seed");
+  cmd->add_option("--cases", *cases, "problems per dtype")->check(whole_number(1, 1000000000));
+  cmd->add_option("--seed", *seed, "campaign seed")->check(whole_number(0, ~uint64_t{0}));
   cmd->callback([=, &action] {
     action = [=] {
       calibrate(*cases, *seed, std::cout);
@@ -28,7 +29,7 @@ void add_oracle(CLI::App& app, Action& action) {
   auto problem = std::make_shared<std::string>("b=1 h=8 s=1024 d=128 causal=none dtype=bf16");
   auto seed = std::make_shared<uint64_t>(1);
   cmd->add_option("--problem", *problem, "e.g. \"b=1 hq=8 hkv=2 sq=97 skv=113 d=128 causal=bottom_right dtype=bf16\"");
-  cmd->add_option("--input-seed", *seed, "seed of the portable input generator");
+  cmd->add_option("--input-seed", *seed, "seed of the portable input generator")->check(whole_number(0, ~uint64_t{0}));
   cmd->callback([=, &action] {
     action = [=] {
       const Problem p = parse_problem(*problem);

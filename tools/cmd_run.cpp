@@ -1,17 +1,26 @@
 // `flashcheck run` (campaigns), `flashcheck bench` (speed) and `flashcheck determinism`.
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "runner/campaign.h"
 #include "runner/bench.h"
 #include "runner/device.h"
 #include "runner/harness.h"
+#include "runner/isolation.h"
 #include "tools/commands.h"
+#include "tools/strict_options.h"
 #include "verify/check_file.h"
 
 namespace flashcheck::cli {
@@ -24,37 +33,103 @@ std::filesystem::path self_dir() {
   return ec ? std::filesystem::path(".") : p.parent_path();
 }
 
+// A kernel a command works on, with the library it came from ("" for a built-in): the worker
+// loads that library, and a reproduce line names it.
+struct Selected {
+  std::shared_ptr<Variant> v;
+  std::string plugin;
+};
+
 // The variants a command works on: built-ins plus plugins; `which` is a name or "all".
-std::vector<std::shared_ptr<Variant>> select(const std::string& which, const std::vector<std::string>& plugins,
-                                             bool default_plugin) {
-  std::vector<std::shared_ptr<Variant>> pool = Registry::builtin().all();
+std::vector<Selected> select(const std::string& which, const std::vector<std::string>& plugins, bool default_plugin) {
+  std::vector<Selected> pool;
+  for (auto& v : Registry::builtin().all()) pool.push_back({v, ""});
   if (which != "all" && plugins.empty())
-    if (auto v = Registry::builtin().find(which)) return {v};  // built in: no plugin to load
+    if (auto v = Registry::builtin().find(which)) return {{v, ""}};  // built in: no plugin to load
   std::vector<std::string> libs = plugins;
   // With no --plugin, the example CPU plugin built beside the binary joins the pool, so a machine
   // without a GPU still validates an out-of-tree kernel by default.
   if (libs.empty() && default_plugin && std::filesystem::exists(self_dir() / "example_cpu_plugin.so"))
     libs.push_back((self_dir() / "example_cpu_plugin.so").string());
   for (const auto& lib : libs)
-    for (auto& v : load_plugin(lib)) pool.push_back(v);
+    for (auto& v : load_plugin(lib)) {
+      // Names are how kernels are chosen and reproduced: two libraries may not share one.
+      for (const Selected& s : pool)
+        if (s.v->name() == v->name())
+          throw CannotTest("kernel '" + v->name() + "' of plugin '" + lib + "' has the same name as one of " +
+                           (s.plugin.empty() ? std::string("the built-in kernels") : "plugin '" + s.plugin + "'"));
+      pool.push_back({v, lib});
+    }
   if (which == "all") return pool;
-  for (auto& v : pool)
-    if (v->name() == which) return {v};
+  for (auto& s : pool)
+    if (s.v->name() == which) return {s};
   std::string names;
-  for (auto& v : pool) names += " " + v->name();
+  for (auto& s : pool) names += " " + s.v->name();
   throw CannotTest("no kernel named '" + which + "' (known:" + names + ")");
 }
 
-std::pair<int64_t, int64_t> parse_shard(const std::string& s) {
-  auto slash = s.find('/');
-  try {
-    if (slash == std::string::npos) throw std::invalid_argument("");
-    int64_t i = std::stoll(s.substr(0, slash)), n = std::stoll(s.substr(slash + 1));
-    if (n < 1 || i < 0 || i >= n) throw std::invalid_argument("");
-    return {i, n};
-  } catch (const std::exception&) {
-    throw CannotTest("--shard wants i/N with 0 <= i < N, got '" + s + "'");
+// Refuses a report path that cannot be written before any work is done (a long campaign whose
+// JSON then vanishes helps nobody).
+void require_writable(const std::string& path) {
+  std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw CannotTest("--json " + path + ": no directory " + dir.string());
+  if (access(dir.c_str(), W_OK) != 0) throw CannotTest("--json " + path + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
+  if (std::filesystem::is_directory(p, ec)) throw CannotTest("--json " + path + ": is a directory");
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path);
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) throw CannotTest("cannot write the JSON report to " + path + ": " + std::strerror(errno));
+}
+
+// For work that prints nothing for long stretches (one benchmark measurement): a line on stderr
+// every few seconds, from a thread, until it is destroyed.
+class Heartbeat {
+ public:
+  explicit Heartbeat(std::string what, double every_s = 5) : what_(std::move(what)) {
+    thread_ = std::thread([this, every_s] {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::unique_lock<std::mutex> lock(m_);
+      while (!cv_.wait_for(lock, std::chrono::duration<double>(every_s), [this] { return done_; }))
+        std::fprintf(stderr, "%s: still running (%.0f s)\n", what_.c_str(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    });
   }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::string what_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// "failed: kernel_crashed 3, out_of_bounds 1; first: crashed (SIGSEGV); 96 cases not run after 3 timeouts"
+std::string summary_note(const VariantSummary& s) {
+  std::string note;
+  if (!s.failed_by.empty()) {
+    note = "failed:";
+    bool first = true;
+    for (const auto& [criterion, n] : s.failed_by) {
+      note += (first ? " " : ", ") + criterion + " " + std::to_string(n);
+      first = false;
+    }
+  }
+  if (s.first_abnormal) note += "; first: " + *s.first_abnormal;
+  if (s.not_run) note += "; " + std::to_string(s.not_run) + " cases not run after " + std::to_string(s.timed_out) + " timeouts";
+  return note;
 }
 
 }  // namespace
@@ -66,66 +141,102 @@ void add_run(CLI::App& app, Action& action) {
     std::vector<std::string> plugins, dtypes;
     CampaignOptions c;
     uint64_t input_seed = 1;
-    bool no_shrink = false;
+    double timeout = 0;
+    bool no_shrink = false, no_isolation = false;
   };
   auto o = std::make_shared<Opts>();
+  constexpr uint64_t kMaxU64 = ~uint64_t{0};
   cmd->add_option("--kernel", o->kernel, "kernel name, or all (default)");
-  cmd->add_option("--plugin", o->plugins, "shared library exporting kernels through gpu/plugin/flashcheck_plugin.h");
-  cmd->add_option("--cases", o->c.cases, "problems per kernel (default 200)")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", o->c.seed, "campaign seed: same seed and shard, same problems everywhere");
-  cmd->add_option("--shard", o->shard, "i/N: take cases c with c % N == i");
+  cmd->add_option("--plugin", o->plugins,
+                  "shared library exporting kernels through gpu/plugin/flashcheck_plugin.h (a path, relative to the "
+                  "working directory)");
+  cmd->add_option("--cases", o->c.cases, "problems per kernel (default 200)")->check(whole_number(1, 1000000000));
+  cmd->add_option("--seed", o->c.seed, "campaign seed: same seed and shard, same problems everywhere")
+      ->check(whole_number(0, kMaxU64));
+  cmd->add_option("--shard", o->shard, "i/N: take cases c with c % N == i")->check(shard_spec());
   cmd->add_option("--dtype", o->dtypes, "only these dtypes (f32, f16, bf16); default: all a kernel declares");
-  cmd->add_option("--max-seq", o->c.max_seq, "longest sequence drawn (default 300)")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-work", o->c.max_work, "per-case cap on B*Hq*Sq*Skv*(Dqk+Dv) (default 3e7)");
+  cmd->add_option("--max-seq", o->c.max_seq, "longest sequence drawn (default 300)")->check(whole_number(1, int64_t{1} << 31));
+  cmd->add_option("--max-work", o->c.max_work, "per-case cap on B*Hq*Sq*Skv*(Dqk+Dv) (default 3e7)")
+      ->check(positive_number(1e18));
   cmd->add_option("--json", o->json, "write the summary as JSON to PATH, or - for stdout");
   cmd->add_option("--problem", o->problem, "run this one problem instead of a campaign (as printed by a failure)");
   cmd->add_option("--dist", o->dist, "input distribution for --problem");
-  cmd->add_option("--input-seed", o->input_seed, "input seed for --problem");
+  cmd->add_option("--input-seed", o->input_seed, "input seed for --problem")->check(whole_number(0, kMaxU64));
+  cmd->add_option("--timeout", o->timeout,
+                  "seconds one case may run before it is failed as a hang (default: 60 plus time for the problem's work)")
+      ->check(positive_number(1e6));
   cmd->add_flag("--no-shrink", o->no_shrink, "report failures as drawn");
   cmd->add_flag("--fail-fast", o->c.fail_fast, "stop a kernel's campaign at its first failing case (mutation testing)");
+  cmd->add_flag("--no-isolation", o->no_isolation,
+                "run kernels inside flashcheck's own process (debugging: a crash or hang then takes flashcheck down)");
   cmd->callback([o, &action] {
     action = [o] {
-      std::tie(o->c.shard_index, o->c.shard_count) = parse_shard(o->shard);
+      if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
+        throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
       o->c.shrink = !o->no_shrink;
       o->c.dtypes.clear();
       for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
+      if (!o->json.empty() && o->json != "-") require_writable(o->json);
+      o->c.isolation.enabled = !o->no_isolation;
+      if (o->timeout > 0) o->c.isolation.timeout_s = o->timeout;
       auto variants = select(o->kernel, o->plugins, true);
-      const std::string plugin_arg = o->plugins.empty() ? "" : o->plugins.front();
       if (!o->problem.empty()) {  // one case: the reproduction of a failure
         Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
         int rc = kCannotTest;
-        for (auto& v : variants) {
+        nlohmann::json j{{"problem", to_string(c.problem)}, {"dist", std::string(to_string(c.dist))}, {"input_seed", c.seed}};
+        j["variants"] = nlohmann::json::array();
+        for (auto& [v, plugin] : variants) {
           if (auto why = v->unavailable()) {
             std::cout << v->name() << ": unavailable (" << *why << ")\n";
+            j["variants"].push_back({{"name", v->name()}, {"unavailable", *why}});
             continue;
           }
-          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin_arg);
+          std::unique_ptr<KernelWorker> worker;
+          if (o->c.isolation.enabled && !v->unsupported(c.problem))
+            worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
+          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get());
           if (out.skipped) {
             std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
+            j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
             continue;
           }
           std::cout << v->name() << ": " << to_text(out.report);
+          j["variants"].push_back({{"name", v->name()}, {"report", to_json(out.report)}});
           rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
         }
+        std::cout.flush();
+        if (o->json == "-") std::cout << j.dump(2) << "\n";
+        else if (!o->json.empty()) write_json_file(o->json, j);
         return rc;
       }
       std::vector<VariantSummary> all;
-      o->c.plugin = plugin_arg;
-      for (auto& v : variants) all.push_back(run_campaign(*v, o->c, std::cout));
-      std::printf("\n%-22s %7s %7s %7s %7s %10s %14s  %s\n", "variant", "cases", "passed", "failed", "skipped",
-                  "worst_ulp", "worst_cos", "note");
+      // A failure of flashcheck itself (not of a kernel: those are verdicts) still leaves the
+      // summary of the kernels done so far and the JSON, then exits 125.
+      std::optional<std::string> error;
+      try {
+        for (auto& [v, plugin] : variants) {
+          o->c.plugin = plugin;  // per variant: its worker loads it, its reproduce lines name it
+          all.push_back(run_campaign(*v, o->c, std::cout));
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      std::printf("\n%-22s %7s %7s %7s %7s  %-30s %s\n", "variant", "cases", "passed", "failed", "skipped",
+                  "closest to its limit", "note");
       bool any_failed = false, any_tested = false;
       for (auto& s : all) {
         if (s.unavailable) {
-          std::printf("%-22s %7s %7s %7s %7s %10s %14s  unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-", "-",
+          std::printf("%-22s %7s %7s %7s %7s  %-30s unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-",
                       s.unavailable->c_str());
           continue;
         }
         any_failed |= s.failed > 0;
         any_tested |= (s.passed + s.failed) > 0;
-        std::printf("%-22s %7lld %7lld %7lld %7lld %10llu %14.9f\n", s.name.c_str(), static_cast<long long>(s.cases),
+        // How close the judged cases came to failing, never a number over cases nobody judged.
+        const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
+        std::printf("%-22s %7lld %7lld %7lld %7lld  %-30s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
                     static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
-                    static_cast<unsigned long long>(s.worst_ulp), s.worst_cos);
+                    tight.c_str(), summary_note(s).c_str());
       }
       for (auto& s : all)
         for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
@@ -134,19 +245,30 @@ void add_run(CLI::App& app, Action& action) {
         j["seed"] = o->c.seed;
         j["shard"] = o->shard;
         j["cases"] = o->c.cases;
+        if (error) j["error"] = *error;
         for (auto& s : all) {
           nlohmann::json v{{"name", s.name}, {"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed},
                            {"skipped", s.skipped}, {"worst_ulp", s.worst_ulp}, {"worst_cos", s.worst_cos}};
           if (s.unavailable) v["unavailable"] = *s.unavailable;
+          v["judged"] = s.judged;
+          if (!s.judged) v["worst_ulp"] = v["worst_cos"] = nullptr;  // nothing judged: no number
+          if (!s.failed_by.empty()) v["failed_by"] = s.failed_by;
+          if (s.first_abnormal) v["first_abnormal"] = *s.first_abnormal;
+          if (s.not_run) v["not_run"] = s.not_run;
+          if (s.tightest)
+            v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
+                             {"limit", s.tightest->limit}, {"case", s.tightest->case_index},
+                             {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
           for (auto& f : s.failures) v["failures"].push_back(to_json(f.report));
           j["variants"].push_back(v);
         }
         if (o->json == "-") {
           std::cout << j.dump(2) << "\n";
         } else {
-          std::ofstream(o->json) << j.dump(2) << "\n";
+          write_json_file(o->json, j);
         }
       }
+      if (error) throw CannotTest(*error);
       if (any_failed) return int{kMismatch};
       if (!any_tested) {
         std::fprintf(stderr, "flashcheck run: nothing could be tested (every kernel unavailable or every case skipped)\n");
@@ -169,7 +291,7 @@ void add_list(CLI::App& app, Action& action) {
   cmd->callback([o, &action] {
     action = [o] {
       nlohmann::json j = nlohmann::json::array();
-      for (auto& v : select("all", o->plugins, false)) {
+      for (auto& [v, plugin] : select("all", o->plugins, false)) {
         const Capabilities& c = v->caps();
         const auto why = v->unavailable();
         nlohmann::json e{{"name", v->name()},
@@ -212,21 +334,29 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("--kernel", o->kernel, "kernel name, or all");
   cmd->add_option("--plugin", o->plugins, "plugin libraries");
   cmd->add_option("--shape", o->shapes, "problem(s), e.g. \"b=4 h=16 s=4096 d=64 causal=none dtype=f32\"");
-  cmd->add_option("--warmup", o->warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--iters", o->iters, "timed runs; the median is reported")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", o->warmup, "untimed runs first")->check(whole_number(0, 1000000));
+  cmd->add_option("--iters", o->iters, "timed runs; the median is reported")->check(whole_number(1, 1000000));
   cmd->callback([o, &action] {
     action = [o] {
       auto variants = select(o->kernel, o->plugins, false);
       std::printf("device: %s\n%-16s %-62s %10s %10s %9s\n", device::unavailable() ? "none" : device::name().c_str(),
                   "kernel", "shape", "median_ms", "min_ms", "TFLOPS");
+      std::fflush(stdout);
       int measured = 0;
       for (const auto& shape : o->shapes) {
         const Problem p = parse_problem(shape);
-        for (auto& v : variants) {
+        for (auto& [v, plugin] : variants) {
           if (v->unavailable() || v->unsupported(p) || (o->kernel == "all" && v->caps().memory == Memory::host)) continue;
-          BenchResult r = bench_variant(*v, p, o->warmup, o->iters);
+          BenchResult r;
+          {
+            // Timed in flashcheck's own process (isolation would time the worker round trip too):
+            // run a kernel through `flashcheck run` first.
+            Heartbeat alive("bench " + v->name() + " on " + to_string(p));
+            r = bench_variant(*v, p, o->warmup, o->iters);
+          }
           std::printf("%-16s %-62s %10.3f %10.3f %9.2f\n", v->name().c_str(), to_string(p).c_str(), r.median_ms, r.min_ms,
                       r.tflops);
+          std::fflush(stdout);
           ++measured;
         }
       }
@@ -241,31 +371,62 @@ void add_determinism(CLI::App& app, Action& action) {
     std::string kernel, problem = "b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right";
     std::vector<std::string> plugins;
     int runs = 100;
+    double timeout = 0;
+    bool no_isolation = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--kernel", o->kernel, "kernel name")->required();
   cmd->add_option("--plugin", o->plugins, "plugin libraries");
   cmd->add_option("--problem", o->problem, "problem (without dtype=: the kernel's first declared dtype)");
-  cmd->add_option("--runs", o->runs, "runs (default 100)")->check(CLI::PositiveNumber);
+  cmd->add_option("--runs", o->runs, "runs (default 100)")->check(whole_number(1, 1000000));
+  cmd->add_option("--timeout", o->timeout, "seconds one run may take (default: 60 plus time for the problem's work)")
+      ->check(positive_number(1e6));
+  cmd->add_flag("--no-isolation", o->no_isolation, "run the kernel inside flashcheck's own process (debugging)");
   cmd->callback([o, &action] {
     action = [o] {
-      auto v = select(o->kernel, o->plugins, false).front();
+      auto [v, plugin] = select(o->kernel, o->plugins, false).front();
       Problem p = parse_problem(o->problem);
       if (o->problem.find("dtype=") == std::string::npos) p.dtype = v->caps().dtypes.front();
       if (auto why = v->unavailable()) throw CannotTest(v->name() + " unavailable: " + *why);
       if (auto why = v->unsupported(p)) throw CannotTest(v->name() + " does not support it: " + *why);
       const Inputs in = make_inputs(p, 777);
-      const HarnessResult first = run_variant(*v, p, in);
+      std::unique_ptr<KernelWorker> worker;
+      if (!o->no_isolation) {
+        IsolationOptions iso;
+        iso.enabled = true;
+        if (o->timeout > 0) iso.timeout_s = o->timeout;
+        worker = std::make_unique<KernelWorker>(*v, plugin, iso);
+      }
+      // One run; a crash, hang or kernel error is a failure of the kernel (exit 1), as in `run`.
+      auto once = [&](int r) -> std::optional<HarnessResult> {
+        if (!worker) return run_variant(*v, p, in);
+        IsolatedRun got = worker->run(p, in);
+        if (got.result) return std::move(got.result);
+        std::printf("%s: run %d: %s: %s\n", v->name().c_str(), r, got.abnormal ? got.abnormal->criterion.c_str() : "kernel_error",
+                    got.abnormal ? got.abnormal->detail.c_str() : got.error->c_str());
+        return std::nullopt;
+      };
+      Progress progress(true);
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::optional<HarnessResult> first = once(0);
+      if (!first) return int{kMismatch};
       for (int r = 1; r < o->runs; ++r) {
-        const HarnessResult again = run_variant(*v, p, in);
-        const bool same_o = std::memcmp(first.o.data(), again.o.data(), first.o.size() * 4) == 0;
-        const bool same_l = !first.lse ||
-                            std::memcmp(first.lse->data(), again.lse->data(), first.lse->size() * 4) == 0;
+        const std::optional<HarnessResult> again = once(r);
+        if (!again) return int{kMismatch};
+        const bool same_o = std::memcmp(first->o.data(), again->o.data(), first->o.size() * 4) == 0;
+        const bool same_l = !first->lse ||
+                            std::memcmp(first->lse->data(), again->lse->data(), first->lse->size() * 4) == 0;
         if (!same_o || !same_l) {
+          progress.finish();
           std::printf("%s: run %d differs from run 0 (%s): NOT deterministic\n", v->name().c_str(), r, same_o ? "lse" : "o");
           return int{kMismatch};
         }
+        char line[160];
+        std::snprintf(line, sizeof line, "determinism %s: run %d/%d identical so far (%.0f s)", v->name().c_str(), r + 1,
+                      o->runs, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        progress.update(line);
       }
+      progress.finish();
       std::printf("%s: %d runs bitwise identical (O and LSE) on %s\n", v->name().c_str(), o->runs, to_string(p).c_str());
       return int{kPass};
     };

@@ -1,11 +1,17 @@
 // flashcheck: the command line. Exit codes follow `git bisect run`: 0 pass, 1 mismatch, 125 cannot test.
+// (README, "Reliability": a kernel's crash, exit or hang is a verdict of its worker process, never
+// flashcheck's own exit code.)
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
+#include "runner/isolation.h"
 #include "tools/commands.h"
 #include "verify/check_file.h"
 
 int main(int argc, char** argv) {
+  // A kernel's worker process (runner/isolation.h) is this binary, started fresh by flashcheck.
+  if (argc >= 2 && std::strcmp(argv[1], flashcheck::kWorkerArg) == 0) return flashcheck::worker_main(argc, argv);
   namespace cli = flashcheck::cli;
   CLI::App app{"flashcheck: reference-and-verification testbed for FlashAttention forward kernels.\n"
                "Exit codes: 0 pass, 1 numerical mismatch, 125 cannot test."};
@@ -37,8 +43,14 @@ int main(int argc, char** argv) {
       app.parse(4, const_cast<char**>(args));
     }
     return action();
+  } catch (const CLI::ParseError& e) {  // the default job's own parse
+    app.exit(e);
+    return flashcheck::kCannotTest;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flashcheck: %s\n", e.what());
+    return flashcheck::kCannotTest;
+  } catch (...) {
+    std::fprintf(stderr, "flashcheck: unknown error\n");
     return flashcheck::kCannotTest;
   }
 }

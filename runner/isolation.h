@@ -1,0 +1,84 @@
+// Isolation: every kernel under test runs in a worker process, so that a crash, an abort, an exit()
+// or a hang ends one case with a verdict instead of ending flashcheck.
+//
+// The worker is a fresh exec of the flashcheck binary (`flashcheck __kernel-worker ...`), not a bare
+// fork: the parent initialises CUDA (availability, compute capability) before any kernel runs, and a
+// process forked after CUDA is initialised cannot use CUDA. A fresh exec creates its own context, so
+// one mechanism serves host and device kernels alike. One worker serves every case of one kernel
+// (CUDA context creation and plugin loading are paid once) and is restarted after it dies.
+//
+// The parent keeps the inputs, the oracle and the judge; the worker only runs the kernel. The five
+// buffers live in one memfd both processes map. In the worker each buffer of a host-memory kernel
+// sits between PROT_NONE guard regions, its payload ending exactly at a page boundary, and the inputs
+// are mapped read-only: any write past o, or any read past q, faults at the first byte, and the
+// worker's SIGSEGV handler records the address, which the parent reports as `out_of_bounds` with the
+// buffer and the offset. Device buffers are copied to device memory fenced by canaries
+// (runner/guarded_buffer.h) and checked there.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "reference/inputs.h"
+#include "runner/harness.h"
+#include "runner/registry.h"
+
+namespace flashcheck {
+
+// argv[1] of the worker; the flashcheck binary's main() hands such a call to worker_main().
+inline constexpr const char* kWorkerArg = "__kernel-worker";
+
+struct IsolationOptions {
+  bool enabled = false;  // the CLI turns it on (`--no-isolation` turns it off); library callers opt in
+  // A binary whose main() calls worker_main() for kWorkerArg: the flashcheck binary. /proc/self/exe
+  // is the running flashcheck even if the file was rebuilt meanwhile (git bisect).
+  std::string worker_exe = "/proc/self/exe";
+  std::optional<double> timeout_s;       // per case; empty: default_case_timeout_s
+  double startup_timeout_s = 120;        // loading the plugin, creating the CUDA context
+  size_t output_limit = 4096;            // bytes of the kernel's stdout/stderr forwarded per case
+};
+
+// 60 s plus the problem's work at a pessimistic rate: only a hang reaches it.
+double default_case_timeout_s(const Problem& p, Memory m);
+
+// A kernel call that did not return: a verdict for the case.
+struct AbnormalEnd {
+  std::string criterion;  // "kernel_crashed", or "out_of_bounds" for a fault in a guard page
+  std::string detail;     // "crashed (SIGSEGV)", "exited 3", "timed out after 60 s", ...
+  bool timed_out = false;
+};
+
+struct IsolatedRun {
+  std::optional<HarnessResult> result;   // the kernel returned
+  std::optional<std::string> error;      // it reported an error (threw, or a plugin returned non-zero)
+  std::optional<AbnormalEnd> abnormal;   // it crashed, exited or hung
+  double seconds = 0;                    // wall time of the call, staging included
+};
+
+// One kernel's worker process, started on the first run() and again after it dies.
+class KernelWorker {
+ public:
+  // `plugin` is the library the variant came from ("" for a built-in kernel or the replica).
+  KernelWorker(const Variant& v, std::string plugin, IsolationOptions opt);
+  ~KernelWorker();
+  KernelWorker(const KernelWorker&) = delete;
+  KernelWorker& operator=(const KernelWorker&) = delete;
+
+  // Runs the kernel once on (p, in) in the worker. `waiting` is called about once a second while
+  // the kernel runs, with the seconds elapsed (progress for long cases).
+  IsolatedRun run(const Problem& p, const Inputs& in, const std::function<void(double)>& waiting = {});
+  double timeout_for(const Problem& p) const;
+  int64_t starts() const;  // worker processes started so far
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The worker's main: `flashcheck __kernel-worker PARENT_PID KERNEL [PLUGIN]`, with the control socket
+// on fd 3 and the buffers' memfd on fd 4. Returns the process exit code.
+int worker_main(int argc, char** argv);
+
+}  // namespace flashcheck

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""The exit-code contract end to end (README, "Reliability"): whatever a kernel does, flashcheck
+exits 0 (pass), 1 (mismatch: the kernel failed, crashed, exited or hung) or 125 (cannot test: bad
+command line, refused plugin), names what happened, writes its --json, and leaves other kernels'
+results intact; `git bisect run` over a commit that starts crashing finds that commit.
+
+    reliability_cli_test.py FLASHCHECK HOSTILE_PLUGINS.so EXAMPLE_PLUGIN.so
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FC, HOSTILE, EXAMPLE = (os.path.abspath(a) for a in sys.argv[1:4])
+failures = []
+
+
+def run(*args, env=None, cwd=None, timeout=300):
+    e = dict(os.environ)
+    e.pop("FLASHCHECK_HOSTILE_SET", None)
+    e.update(env or {})
+    p = subprocess.run([FC, *args], capture_output=True, text=True, env=e, cwd=cwd, timeout=timeout, errors="replace")
+    if p.returncode not in (0, 1, 125):
+        failures.append(f"exit {p.returncode} (not 0, 1 or 125) from flashcheck {' '.join(args)}\n{p.stderr[-2000:]}")
+    return p
+
+
+def check(cond, what, p=None):
+    if not cond:
+        extra = f"\n--- exit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}" if p else ""
+        failures.append(what + extra)
+    return cond
+
+
+def summary_row(stdout, kernel):
+    """The kernel's row of the summary table (after its header line)."""
+    lines = stdout.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.split()[:2] == ["variant", "cases"]), len(lines))
+    for line in lines[start + 1:]:
+        if line.split()[:1] == [kernel]:
+            return line
+    return ""
+
+
+tmp = tempfile.mkdtemp(prefix="fc-reliability-")
+quick = ["--cases", "3", "--max-seq", "40", "--max-work", "2e5"]
+
+# 1. Each hostile kernel: its verdict, its exit code, the JSON written.
+# kernel: (exit code, what the report says, what its summary row says, whether any case was judged)
+EXPECT = {
+    "hostile_segv": (1, "crashed (SIGSEGV)", "crashed (SIGSEGV)", False),
+    "hostile_abort": (1, "crashed (SIGABRT)", "crashed (SIGABRT)", False),
+    "hostile_exit3": (1, "exited 3", "exited 3", False),
+    "hostile_hang": (1, "timed out after 1 s", "timed out after 1 s", False),
+    "hostile_far_write": (1, "at byte 65535 past the end of o", "at byte 65535 past the end of o", False),
+    "hostile_read_past_q": (1, "at byte 100 past the end of q", "at byte 100 past the end of q", False),
+    "hostile_write_q": (1, "(inputs are read-only)", "(inputs are read-only)", False),
+    "hostile_underrun": (1, "out_of_bounds", "out_of_bounds", True),  # within the page: the canary sees it
+    "hostile_error": (1, "out of patience", "kernel_error", False),
+    "hostile_chatty": (0, None, None, True),
+    "hostile_polite": (0, None, None, True),
+}
+for kernel, (code, says, row_says, judged) in EXPECT.items():
+    out = os.path.join(tmp, kernel + ".json")
+    extra = ["--timeout", "1", "--no-shrink"] if kernel == "hostile_hang" else []
+    p = run("run", "--plugin", HOSTILE, "--kernel", kernel, *quick, *extra, "--json", out)
+    check(p.returncode == code, f"{kernel}: exit {p.returncode}, expected {code}", p)
+    if says:
+        check(says in p.stdout, f"{kernel}: '{says}' not in the report", p)
+        check(row_says in summary_row(p.stdout, kernel), f"{kernel}: the summary row does not say '{row_says}'", p)
+    check(os.path.exists(out), f"{kernel}: --json {out} not written", p)
+    if os.path.exists(out):
+        j = json.load(open(out))
+        v = j["variants"][0]
+        check(v["name"] == kernel and (v["failed"] > 0) == (code == 1), f"{kernel}: JSON says {v}")
+        if not judged:
+            check(v["judged"] == 0 and v["worst_cos"] is None and v["worst_ulp"] is None,
+                  f"{kernel}: JSON aggregates over unjudged cases: {v}")
+    if kernel == "hostile_chatty":
+        check("xxxxxxxx" not in p.stdout, "chatty: the kernel's output reached stdout", p)
+        check(len(p.stderr) < 64 * 1024, f"chatty: {len(p.stderr)} bytes on stderr", p)
+        check("more bytes of the kernel's output not shown" in p.stderr, "chatty: the cut is not said", p)
+
+# 2. A crash among other kernels: theirs intact, the reproduce lines name the right library, and
+#    the shrunk reproduce line reproduces.
+out = os.path.join(tmp, "mixed.json")
+p = run("run", "--plugin", EXAMPLE, "--plugin", HOSTILE, "--kernel", "all", "--cases", "4", "--max-seq", "40",
+        "--max-work", "2e5", "--timeout", "1", "--json", out, timeout=600)
+check(p.returncode == 1, "mixed: exit should be 1", p)
+for good in ("replica", "example_cpu_plugin", "hostile_polite", "hostile_chatty"):
+    row = summary_row(p.stdout, good).split()
+    check(len(row) >= 5 and row[3] == "0" and int(row[2]) > 0, f"mixed: {good} did not pass its cases: {row}", p)
+for bad in ("hostile_segv", "hostile_abort", "hostile_exit3", "hostile_hang"):
+    row = summary_row(p.stdout, bad).split()
+    check(len(row) >= 5 and int(row[3]) > 0, f"mixed: {bad} not failed: {row}", p)
+repro = [l for l in p.stdout.splitlines() if l.startswith("reproduce: ")]
+check(repro, "mixed: no reproduce line", p)
+for l in repro:
+    check(f"--plugin {HOSTILE}" in l and EXAMPLE not in l, f"mixed: reproduce line names the wrong library: {l}")
+if check(os.path.exists(out), "mixed: --json not written", p):
+    names = [v["name"] for v in json.load(open(out))["variants"]]
+    check("replica" in names and "hostile_segv" in names and "example_cpu_plugin" in names, f"mixed: JSON has {names}")
+segv = [l for l in repro if "--kernel hostile_segv " in l]
+if check(segv, "mixed: no reproduce line for hostile_segv", p):
+    args = segv[0][len("reproduce: flashcheck "):]
+    import shlex
+    r = run(*shlex.split(args))
+    check(r.returncode == 1 and "crashed (SIGSEGV)" in r.stdout, "the reproduce line does not reproduce the crash", r)
+
+# 3. Without isolation, the 64 KiB canaries still see a 64 KiB overrun.
+p = run("run", "--plugin", HOSTILE, "--kernel", "hostile_far_write", *quick, "--no-shrink", "--no-isolation")
+check(p.returncode == 1 and "out_of_bounds: 65536" in p.stdout, "no-isolation: far write not caught by canaries", p)
+
+# 4. Plugins with bad fields are refused (125) with the field named; a path without a slash is a
+#    file in the working directory.
+for bad_set, says in [("name_replica", "may not shadow"), ("name_spaces", '"my kernel" is not a kernel name'),
+                      ("name_nonprintable", "\\x01"), ("duplicate", "used twice"),
+                      ("lse_base_77", "lse_base = 77 is out of range"), ("memory_9", "memory = 9")]:
+    p = run("run", "--plugin", HOSTILE, "--cases", "1", env={"FLASHCHECK_HOSTILE_SET": bad_set})
+    check(p.returncode == 125 and says in p.stderr, f"bad field {bad_set}: not refused with '{says}'", p)
+p = run("list", "--plugin", os.path.basename(HOSTILE), cwd=os.path.dirname(HOSTILE))
+check(p.returncode == 0 and "hostile_polite" in p.stdout, "--plugin NAME.so (no slash) not found in the working directory", p)
+p = run("list", "--plugin", HOSTILE, "--plugin", HOSTILE)
+check(p.returncode == 125 and "same name" in p.stderr, "the same plugin twice: duplicate names not refused", p)
+
+# 5. Strict command lines: 125, the option and the accepted form named, no flood.
+BAD = [
+    (["run", "--shard", "1/2abc"], "--shard"), (["run", "--shard", "0/2/3"], "i/N"), (["run", "--shard", "2/2"], "i/N"),
+    (["run", "--seed", "-1"], "--seed"), (["run", "--cases", "99999999999999999999"], "whole number from 1 to"),
+    (["run", "--cases", "9" * 300], "--cases"), (["run", "--cases", "0"], "--cases"), (["run", "--cases", "5x"], "--cases"),
+    (["run", "--max-work", "abc"], "--max-work"), (["run", "--timeout", "0"], "--timeout"),
+    (["run", "--input-seed", "1e3"], "--input-seed"), (["run", "--max-seq", "-4"], "--max-seq"),
+    (["run", "--problem", "b=1 b=2"], "given twice"), (["run", "--problem", "h=4 hq=4"], "given twice"),
+    (["run", "--problem", "d=64 dqk=64"], "given twice"), (["run", "--problem", "b=1 scale=abc"], "expects a number"),
+    (["run", "--problem", "sq=" + "9" * 300], "characters"),
+    (["run", "--json", "/nonexistent/dir/x.json"], "no directory"),
+    (["determinism", "--kernel", "replica", "--runs", "0"], "--runs"), (["bench", "--iters", "1.5"], "--iters"),
+    (["calibrate", "--seed", "-5"], "--seed"), (["oracle", "--input-seed", "x"], "--input-seed"),
+]
+for args, says in BAD:
+    p = run(*args)
+    check(p.returncode == 125 and says in p.stderr, f"`flashcheck {' '.join(a[:40] for a in args)}`: expected 125 naming '{says}'", p)
+    check(len(p.stderr) < 400, f"`{args[0]} {args[1]}`: {len(p.stderr)} bytes of message", p)
+
+# 6. `git bisect run` over history where the kernel starts crashing at one commit: the crash is
+#    "bad" (1), never 139 (which stops the bisect), and the first bad commit is found.
+if shutil.which("git"):
+    repo = os.path.join(tmp, "bisect")
+    os.makedirs(repo)
+    g = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=repo,
+                                  capture_output=True, text=True, check=False)
+    g("init", "-q")
+    with open(os.path.join(repo, "check.sh"), "w") as f:
+        f.write(f'#!/bin/sh\nexec "{FC}" run --plugin "{HOSTILE}" --kernel "$(cat kernel)" --cases 2 --max-seq 16 --no-shrink\n')
+    os.chmod(os.path.join(repo, "check.sh"), 0o755)
+    shas = []
+    for i, k in enumerate(["hostile_polite"] * 3 + ["hostile_segv"] * 3):
+        open(os.path.join(repo, "kernel"), "w").write(k + "\n")
+        g("add", "-A")
+        g("commit", "-q", "-m", f"commit {i}: {k}")
+        shas.append(g("rev-parse", "HEAD").stdout.strip())
+    g("bisect", "start", shas[-1], shas[0])
+    b = g("bisect", "run", "./check.sh")
+    check(b.returncode == 0 and f"{shas[3]} is the first bad commit" in b.stdout,
+          f"git bisect run did not find commit 3 ({shas[3]}):\n{b.stdout[-2000:]}\n{b.stderr[-2000:]}")
+    g("bisect", "reset")
+else:
+    print("git not found: the bisect part did not run")
+
+shutil.rmtree(tmp, ignore_errors=True)
+for f in failures:
+    print("FAILED:", f, "\n")
+print(f"reliability_cli: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)

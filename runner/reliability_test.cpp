@@ -1,0 +1,333 @@
+// Reliability: kernels that crash, abort, exit, hang, scribble past their buffers, write their
+// inputs or flood their output each get a verdict for the case (runner/isolation.h) and leave the
+// process that judges them standing; plugins with bad fields are refused by name.
+// The CLI's side (exit codes, messages, `git bisect run`) is runner/reliability_cli_test.py.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "runner/campaign.h"
+#include "runner/harness.h"
+#include "runner/isolation.h"
+#include "runner/registry.h"
+#include "testing/test_seed.h"
+#include "verify/judge.h"
+
+namespace flashcheck {
+namespace {
+
+IsolationOptions isolated(double timeout_s = 20) {
+  IsolationOptions o;
+  o.enabled = true;
+  o.worker_exe = FLASHCHECK_BINARY;
+  o.timeout_s = timeout_s;
+  return o;
+}
+
+std::shared_ptr<Variant> kernel_of(const std::string& lib, const std::string& name) {
+  for (auto& v : load_plugin(lib))
+    if (v->name() == name) return v;
+  ADD_FAILURE() << "no kernel " << name << " in " << lib;
+  return nullptr;
+}
+
+std::shared_ptr<Variant> hostile(const std::string& name) { return kernel_of(FLASHCHECK_HOSTILE_PLUGINS, name); }
+
+// A fresh random case the example kernel supports (f32 or bf16, small), from this run's seed.
+Case random_case(uint64_t salt) {
+  std::mt19937_64 g(flashcheck::testing::seed_for(salt));
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+  Problem p;
+  p.batch = pick(1, 2);
+  p.heads_kv = pick(1, 2);
+  p.heads_q = p.heads_kv * pick(1, 2);
+  p.seq_q = pick(1, 70);
+  p.seq_kv = pick(1, 70);
+  p.head_dim_qk = p.head_dim_v = 8 * pick(1, 8);
+  p.causal = static_cast<Causal>(pick(0, 2));
+  p.dtype = pick(0, 1) ? DType::f32 : DType::bf16;
+  return Case{p, Dist::normal, g()};
+}
+
+struct Expect {
+  const char* kernel;
+  const char* criterion;  // nullptr: the case must pass
+  const char* detail;     // a part of the criterion's detail
+};
+
+// Test names in ctest: the kernel, not the struct's bytes.
+void PrintTo(const Expect& e, std::ostream* os) { *os << e.kernel; }
+
+class Hostile : public ::testing::TestWithParam<Expect> {};
+
+TEST_P(Hostile, GetsItsVerdictAndTheJudgeLivesOn) {
+  const Expect e = GetParam();
+  auto v = std::string(e.kernel).rfind("broken_", 0) == 0 ? kernel_of(FLASHCHECK_BROKEN_PLUGINS, e.kernel) : hostile(e.kernel);
+  ASSERT_TRUE(v);
+  const std::string lib = std::string(e.kernel).rfind("broken_", 0) == 0 ? FLASHCHECK_BROKEN_PLUGINS : FLASHCHECK_HOSTILE_PLUGINS;
+  KernelWorker w(*v, lib, isolated(std::string(e.kernel) == "hostile_hang" ? 1.0 : 20.0));
+  const Case c = random_case(1300);
+  const auto t0 = std::chrono::steady_clock::now();
+  CaseOutcome o = run_case(*v, c, 4096, lib, &w);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(o.skipped) << *o.skipped;
+  if (!e.criterion) {
+    EXPECT_TRUE(o.passed) << to_text(o.report);
+    return;
+  }
+  EXPECT_FALSE(o.passed);
+  const auto failed = o.report.failed();
+  ASSERT_NE(std::find(failed.begin(), failed.end(), e.criterion), failed.end()) << to_text(o.report);
+  bool detail_found = false;
+  for (const Criterion& cr : o.report.criteria)
+    if (cr.name == e.criterion) detail_found |= cr.detail.find(e.detail) != std::string::npos;
+  EXPECT_TRUE(detail_found) << "expected '" << e.detail << "' in\n" << to_text(o.report);
+  EXPECT_NE(o.report.repro.find("--plugin " + lib), std::string::npos) << o.report.repro;
+  EXPECT_LT(took, 15.0) << "a verdict, not a wait";
+  // The worker is replaced after it died, and the next case runs.
+  if (o.abnormal) {
+    const int64_t before = w.starts();
+    CaseOutcome again = run_case(*v, random_case(1301), 4096, lib, &w);
+    EXPECT_FALSE(again.passed);
+    EXPECT_EQ(w.starts(), before + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Isolation, Hostile,
+    ::testing::Values(Expect{"hostile_segv", "kernel_crashed", "crashed (SIGSEGV)"},
+                      Expect{"hostile_abort", "kernel_crashed", "crashed (SIGABRT)"},
+                      Expect{"hostile_exit3", "kernel_crashed", "exited 3"},
+                      Expect{"hostile_hang", "kernel_crashed", "timed out after 1 s"},
+                      Expect{"hostile_far_write", "out_of_bounds", "at byte 65535 past the end of o"},
+                      Expect{"hostile_read_past_q", "out_of_bounds", "at byte 100 past the end of q"},
+                      Expect{"hostile_write_q", "kernel_crashed", "of input q (inputs are read-only)"},
+                      Expect{"hostile_underrun", "out_of_bounds", ""},
+                      Expect{"hostile_error", "kernel_error", "out of patience"},
+                      Expect{"hostile_chatty", nullptr, nullptr}, Expect{"hostile_polite", nullptr, nullptr},
+                      Expect{"broken_oob_write", "out_of_bounds", "at byte 0 past the end of o"},
+                      Expect{"broken_unwritten_row", "unwritten", ""}),
+    [](const ::testing::TestParamInfo<Expect>& i) { return std::string(i.param.kernel); });
+
+// Run in a worker, a correct kernel's output is bit for bit the output it gives in-process.
+TEST(Isolation, SameBitsAsInProcess) {
+  for (auto v : {Registry::builtin().find("replica"), kernel_of(FLASHCHECK_EXAMPLE_PLUGIN, "example_cpu_plugin")}) {
+    const std::string lib = v->name() == "replica" ? "" : FLASHCHECK_EXAMPLE_PLUGIN;
+    KernelWorker w(*v, lib, isolated());
+    for (uint64_t salt = 1310; salt < 1314; ++salt) {
+      const Case c = random_case(salt);
+      if (v->unsupported(c.problem)) continue;
+      const Inputs in = make_inputs(c.problem, c.seed, c.dist);
+      const HarnessResult local = run_variant(*v, c.problem, in);
+      IsolatedRun r = w.run(c.problem, in);
+      ASSERT_TRUE(r.result) << v->name() << ": " << (r.abnormal ? r.abnormal->detail : r.error.value_or(""));
+      ASSERT_EQ(local.o.size(), r.result->o.size());
+      EXPECT_EQ(std::memcmp(local.o.data(), r.result->o.data(), local.o.size() * 4), 0) << v->name();
+      ASSERT_EQ(local.lse.has_value(), r.result->lse.has_value());
+      if (local.lse) EXPECT_EQ(std::memcmp(local.lse->data(), r.result->lse->data(), local.lse->size() * 4), 0);
+      EXPECT_EQ(r.result->oob_writes, 0);
+    }
+    EXPECT_EQ(w.starts(), 1) << "one worker serves every case of a kernel";
+  }
+}
+
+// The kernel's 4 MiB of stdout reach flashcheck's stderr cut to the limit, and never its stdout.
+TEST(Isolation, ChattyKernelOutputIsBounded) {
+  auto v = hostile("hostile_chatty");
+  KernelWorker w(*v, FLASHCHECK_HOSTILE_PLUGINS, isolated());
+  const Case c = random_case(1320);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  CaseOutcome o = run_case(*v, c, 4096, FLASHCHECK_HOSTILE_PLUGINS, &w);
+  const std::string out = ::testing::internal::GetCapturedStdout(), err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(o.passed) << to_text(o.report);
+  EXPECT_EQ(out, "");
+  EXPECT_LT(err.size(), 20000u);
+  EXPECT_NE(err.find("[hostile_chatty] xxxx"), std::string::npos);
+  EXPECT_NE(err.find("more bytes of the kernel's output not shown"), std::string::npos) << err.substr(0, 300);
+}
+
+// A campaign over a kernel that crashes on every case: every case failed and named, shrunk, and no
+// aggregate that looks like a perfect kernel.
+TEST(Campaign, CrashingKernelFailsEveryCaseShrunkAndNamed) {
+  auto v = hostile("hostile_segv");
+  CampaignOptions opt;
+  opt.cases = 4;
+  opt.seed = flashcheck::testing::seed_for(1330);
+  opt.max_seq = 64;
+  opt.progress = false;
+  opt.plugin = FLASHCHECK_HOSTILE_PLUGINS;
+  opt.isolation = isolated();
+  std::ostringstream log;
+  VariantSummary s = run_campaign(*v, opt, log);
+  EXPECT_EQ(s.failed, s.cases - s.skipped);
+  EXPECT_GT(s.failed, 0);
+  EXPECT_EQ(s.judged, 0);
+  EXPECT_EQ(s.crashed, s.failed);
+  EXPECT_TRUE(std::isnan(s.worst_cos)) << "no case judged: no cosine, never 1";
+  EXPECT_FALSE(s.tightest);
+  EXPECT_EQ(s.failed_by["kernel_crashed"], s.failed);
+  EXPECT_EQ(s.first_abnormal.value_or("").rfind("crashed (SIGSEGV)", 0), 0u) << s.first_abnormal.value_or("");
+  ASSERT_FALSE(s.failures.empty());
+  const Problem& small = s.failures[0].c.problem;  // it crashes on anything: shrunk to the smallest
+  EXPECT_EQ(small.batch, 1);
+  EXPECT_EQ(small.seq_q, 1);
+  EXPECT_EQ(small.seq_kv, 1);
+  EXPECT_NE(s.repro[0].find("--kernel hostile_segv --plugin " FLASHCHECK_HOSTILE_PLUGINS), std::string::npos) << s.repro[0];
+}
+
+// A kernel that hangs costs its time limit a few times, not a whole campaign.
+TEST(Campaign, HangingKernelIsStoppedAfterMaxTimeouts) {
+  auto v = hostile("hostile_hang");
+  CampaignOptions opt;
+  opt.cases = 6;
+  opt.seed = flashcheck::testing::seed_for(1340);
+  opt.max_seq = 32;
+  opt.progress = false;
+  opt.shrink = false;
+  opt.max_timeouts = 2;
+  opt.plugin = FLASHCHECK_HOSTILE_PLUGINS;
+  opt.isolation = isolated(0.5);
+  std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
+  VariantSummary s = run_campaign(*v, opt, log);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+  EXPECT_EQ(s.timed_out, 2);
+  EXPECT_EQ(s.failed, 2);
+  EXPECT_EQ(s.not_run, 6 - s.cases);
+  EXPECT_GT(s.not_run, 0);
+  EXPECT_NE(log.str().find("timed out after 0.5 s"), std::string::npos) << log.str();
+}
+
+// Shrinking a hang stops at its time budget.
+TEST(Campaign, ShrinkingAHangKeepsToItsBudget) {
+  auto v = hostile("hostile_hang");
+  KernelWorker w(*v, FLASHCHECK_HOSTILE_PLUGINS, isolated(0.3));
+  Case c = random_case(1350);
+  c.problem.seq_q = c.problem.seq_kv = 64;
+  CaseOutcome o = run_case(*v, c, 4096, FLASHCHECK_HOSTILE_PLUGINS, &w);
+  ASSERT_TRUE(o.abnormal && o.abnormal->timed_out);
+  const auto t0 = std::chrono::steady_clock::now();
+  CaseOutcome s = shrink_failure(*v, o, 4096, FLASHCHECK_HOSTILE_PLUGINS, 200, &w, 2.0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 4.0);
+  EXPECT_FALSE(s.passed);
+  EXPECT_TRUE(s.abnormal && s.abnormal->timed_out);
+}
+
+// A plugin's fields are checked when it loads; each bad one is refused, naming it.
+struct BadField {
+  const char* set;
+  const char* message;
+};
+void PrintTo(const BadField& b, std::ostream* os) { *os << b.set; }
+
+class BadFields : public ::testing::TestWithParam<BadField> {};
+
+TEST_P(BadFields, AreRefusedByName) {
+  const BadField b = GetParam();
+  setenv("FLASHCHECK_HOSTILE_SET", b.set, 1);
+  try {
+    load_plugin(FLASHCHECK_HOSTILE_PLUGINS);
+    ADD_FAILURE() << b.set << " was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(b.message), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kernel 1"), std::string::npos) << e.what();
+  }
+  unsetenv("FLASHCHECK_HOSTILE_SET");
+  EXPECT_GT(load_plugin(FLASHCHECK_HOSTILE_PLUGINS).size(), 5u) << "the runtime set loads again";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Loader, BadFields,
+    ::testing::Values(BadField{"name_replica", "may not shadow"}, BadField{"name_spaces", "\"my kernel\" is not a kernel name"},
+                      BadField{"name_nonprintable", "\"bad\\x01name\" is not a kernel name"},
+                      BadField{"name_all", "is reserved"}, BadField{"no_name", "has no name"},
+                      BadField{"duplicate", "used twice"}, BadField{"lse_base_77", "lse_base = 77 is out of range"},
+                      BadField{"memory_9", "memory = 9 is out of range"},
+                      BadField{"empty_lse_5", "empty_lse = 5 is out of range"}, BadField{"no_supports", "has no supports()"}),
+    [](const ::testing::TestParamInfo<BadField>& i) { return std::string(i.param.set); });
+
+// `--plugin name.so` means the file in the working directory, as a path does everywhere else.
+TEST(Loader, TakesAPathWithoutSlashRelativeToTheWorkingDirectory) {
+  const auto here = std::filesystem::current_path();
+  const std::filesystem::path lib(FLASHCHECK_HOSTILE_PLUGINS);
+  std::filesystem::current_path(lib.parent_path());
+  EXPECT_NO_THROW(load_plugin(lib.filename().string()));
+  try {
+    load_plugin("no_such_plugin.so");
+    ADD_FAILURE();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("relative to " + lib.parent_path().string()), std::string::npos) << e.what();
+  }
+  std::filesystem::current_path(here);
+}
+
+// Reports never print "ok" beside a value past the limit they print, nor a perfect cosine for an
+// output in which nothing could be compared.
+TEST(Report, NoOkBesideAValuePastItsLimit) {
+  Report r;
+  r.elements = 4096;
+  r.criteria.push_back({"ulp", true, 1.0, 0.45, "reported only: 300 significant elements (< 1024)"});
+  r.criteria.push_back({"lse", true, 0.002, 0.001, "0 rows off by more than atol + rtol*(...)"});
+  r.criteria.push_back({"rel_l2", true, 0.001, 0.01, "|o-r|/|r|, at most"});
+  const std::string t = to_text(r);
+  std::istringstream lines(t);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" ulp:") != std::string::npos) {
+      EXPECT_EQ(line.find("ok"), std::string::npos) << line;
+      EXPECT_NE(line.find("reported only"), std::string::npos) << line;
+    }
+    if (line.find(" lse:") != std::string::npos) EXPECT_NE(line.find("per-element limit"), std::string::npos) << line;
+    if (line.find(" rel_l2:") != std::string::npos) EXPECT_EQ(line.rfind("  ok ", 0), 0u) << line;
+  }
+}
+
+TEST(Report, AllNanOutputHasNoPassingCosine) {
+  const Case c = random_case(1360);
+  const Problem& p = c.problem;
+  const Inputs in = make_inputs(p, c.seed, c.dist);
+  std::vector<float> o(static_cast<size_t>(p.o_elems()), std::nanf(""));
+  Report r = judge(p, in, KernelOutput{o, std::nullopt, int64_t{0}}, Declared{});
+  EXPECT_FALSE(r.pass());
+  const std::string t = to_text(r);
+  std::istringstream lines(t);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(" cosine:") != std::string::npos) EXPECT_EQ(line.find("ok"), std::string::npos) << t;
+}
+
+TEST(Tightness, IsTheCriterionNearestItsLimit) {
+  Report r;
+  r.criteria.push_back({"unwritten", true, 0, 0, "poison left"});
+  r.criteria.push_back({"cosine", true, 0.99995, 0.9999, "at least"});            // half the margin
+  r.criteria.push_back({"rel_l2", true, 0.003, 0.01, "at most"});                 // 30%
+  r.criteria.push_back({"ulp", true, 0.9, 0.45, "reported only for this dtype"});  // not judged
+  r.criteria.push_back({"lse", true, 5, 1, "per row"});                            // per-row limit: left out
+  auto t = tightest_criterion(r);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->criterion, "cosine");
+  EXPECT_NEAR(t->ratio, 0.5, 1e-9);
+  r.criteria.push_back({"out_of_bounds", false, 3, 0, "canary bytes"});
+  EXPECT_EQ(tightest_criterion(r)->criterion, "out_of_bounds");
+  EXPECT_GE(tightest_criterion(r)->ratio, 1.0);
+}
+
+// A case far beyond the campaign's sizes gets time for its work: the default limit grows with it.
+TEST(Isolation, DefaultTimeLimitGrowsWithTheProblem) {
+  Problem small, huge;
+  huge.seq_q = huge.seq_kv = 131072;
+  huge.heads_q = huge.heads_kv = 16;
+  huge.head_dim_qk = huge.head_dim_v = 128;
+  EXPECT_EQ(default_case_timeout_s(small, Memory::host), 60.0 + small.flops() / 1e9);
+  EXPECT_GT(default_case_timeout_s(huge, Memory::host), 10 * 60.0);
+  EXPECT_LT(default_case_timeout_s(huge, Memory::device), default_case_timeout_s(huge, Memory::host));
+}
+
+}  // namespace
+}  // namespace flashcheck
