@@ -11,6 +11,11 @@
 
 #include "reference/mask.h"
 
+// glibc's libmvec has vector variants of expf under the x86-64 vector function ABI; declaring
+// them lets `omp simd` loops call the one that matches each clone's vector width.
+#pragma omp declare simd notinbranch
+extern "C" float expf(float);
+
 namespace flashcheck {
 
 namespace {
@@ -18,33 +23,62 @@ namespace {
 constexpr int64_t kScoreBudget = int64_t{4} << 20;
 constexpr int64_t kMaxRowBlock = 256;
 
-// round_to(D, x) (reference/dtype.cpp), inlined so the per-score loops do not call out through a
-// switch for each of Sq·Skv scores. Bit-identical to it for every fp32 input (checked over all 2^32
-// patterns when written); NaN, whose payload handling lives there, goes to round_to itself.
+// round_to(D, x) (reference/dtype.cpp), inlined and branch-free so the per-score loops vectorise
+// instead of calling out through a switch for each of Sq·Skv scores. Bit-identical to round_to for
+// every fp32 input, NaN payloads included (checked over all 2^32 patterns when written).
 template <DType D>
 inline float rnd(float x) {
   if constexpr (D == DType::f32) {
     return x;
   } else if constexpr (D == DType::bf16) {
-    if (std::isnan(x)) return round_to(D, x);
+    const uint32_t u = std::bit_cast<uint32_t>(x);
     // Round to nearest even on the 16 dropped bits; a carry past the largest finite gives Inf.
-    uint32_t u = std::bit_cast<uint32_t>(x);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return std::bit_cast<float>(u & 0xffff0000u);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    const uint32_t quiet_nan = (u | 0x00400000u) & 0xffff0000u;  // truncation must not make Inf
+    return std::bit_cast<float>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   } else {
-    const float a = std::fabs(x);
-    if (a < 0x1p-14f) {
-      // f16 subnormal range: multiples of 2^-24. In [0.5, 1) fp32 spacing is 2^-24, so adding and
-      // removing 0.75 rounds |x| there to nearest even; copysign keeps the sign of a zero result.
-      return std::copysign((a + 0.75f) - 0.75f, x);
-    }
-    if (std::isnan(x)) return round_to(D, x);
-    // 65520 is the midpoint between 65504 (max f16) and 2^16; ties go to the even 2^16: Inf.
-    if (a >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), x);
+    const uint32_t u = std::bit_cast<uint32_t>(x), a = u & 0x7fffffffu, sign = u & 0x80000000u;
     // Normal f16: keep 10 of 23 mantissa bits, round the 13 dropped ones to nearest even.
-    uint32_t u = std::bit_cast<uint32_t>(x);
-    u += 0xfffu + ((u >> 13) & 1u);
-    return std::bit_cast<float>(u & 0xffffe000u);
+    const uint32_t normal = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+    // Subnormal f16 (|x| < 2^-14): multiples of 2^-24. In [0.5, 1) fp32 spacing is 2^-24, so adding
+    // and removing 0.75 rounds |x| to nearest even there; the sign is put back (a zero keeps it).
+    const uint32_t sub = std::bit_cast<uint32_t>((std::bit_cast<float>(a) + 0.75f) - 0.75f) | sign;
+    // From 65520, the midpoint between 65504 (max f16) and 2^16, ties go to the even 2^16: Inf.
+    const uint32_t inf = sign | 0x7f800000u;
+    const uint32_t quiet_nan = (u & 0x807fe000u) | 0x7fc00000u;  // f16 keeps 10 payload bits
+    const uint32_t r = a > 0x7f800000u ? quiet_nan : a >= 0x477ff000u ? inf : a < 0x38800000u ? sub : normal;
+    return std::bit_cast<float>(r);
+  }
+}
+
+// One row of scores in place: S rounded to the dtype, times scale rounded; softmax in fp32 (max,
+// exp, sum, divide), P rounded to the dtype.
+template <DType D>
+[[gnu::always_inline]] inline void softmax_row_impl(float* s, int64_t n, float scale) {
+  for (int64_t j = 0; j < n; ++j) s[j] = rnd<D>(rnd<D>(s[j]) * scale);
+  float m = -std::numeric_limits<float>::infinity();
+  // Max is order-free; the lanes keep std::max's rule that a NaN score never wins.
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = m < s[j] ? s[j] : m;
+  float l = 0;  // summed in vector lanes, as eager frameworks' vectorised softmax does
+#pragma omp simd reduction(+ : l)
+  for (int64_t j = 0; j < n; ++j) l += (s[j] = expf(s[j] - m));
+  for (int64_t j = 0; j < n; ++j) s[j] = rnd<D>(s[j] / l);
+}
+
+// Compiled for SSE2, AVX2 and AVX-512, picked at load time by the CPU (GCC's target_clones), so a
+// generic build runs these loops and glibc's vector expf at the widest width the machine has.
+#define FC_ROW_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+FC_ROW_CLONES void softmax_row_f32(float* s, int64_t n, float scale) { softmax_row_impl<DType::f32>(s, n, scale); }
+FC_ROW_CLONES void softmax_row_f16(float* s, int64_t n, float scale) { softmax_row_impl<DType::f16>(s, n, scale); }
+FC_ROW_CLONES void softmax_row_bf16(float* s, int64_t n, float scale) { softmax_row_impl<DType::bf16>(s, n, scale); }
+#undef FC_ROW_CLONES
+
+void softmax_row(DType d, float* s, int64_t n, float scale) {
+  switch (d) {
+    case DType::f32: return softmax_row_f32(s, n, scale);
+    case DType::f16: return softmax_row_f16(s, n, scale);
+    case DType::bf16: return softmax_row_bf16(s, n, scale);
   }
 }
 
@@ -104,15 +138,7 @@ void baseline_impl(const Problem& p, const Inputs& in, std::span<const int64_t> 
       for (int64_t i = 0; i < nb; ++i) {
         float* s = sbuf.data() + i * ncols;
         const int64_t n = visible_keys(p, row_at(t.r0 + i));
-        // S rounded to the dtype, times scale rounded; softmax in fp32, P rounded to the dtype.
-        float m = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-          s[j] = rnd<D>(rnd<D>(s[j]) * scale);
-          m = std::max(m, s[j]);
-        }
-        float l = 0;
-        for (int64_t j = 0; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
-        for (int64_t j = 0; j < n; ++j) s[j] = rnd<D>(s[j] / l);
+        softmax_row(D, s, n, scale);
         std::fill(s + n, s + ncols, 0.0f);  // masked keys (and whole rows that see none) weigh 0
       }
       // O = P V accumulated in fp32, then rounded to the dtype.
