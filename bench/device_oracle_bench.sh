@@ -14,7 +14,7 @@ D=${1:-.devcarry/blas}
 OUT=${OUT:-$(mktemp -d)}
 THREADS=${THREADS:-$(nproc)}
 SHAPES=${SHAPES:-"1,4,4096,128;1,4,4096,128,causal"}
-CHECK_SHAPE=${CHECK_SHAPE:-"2,32,8192,128"}
+CHECK_SHAPE=${CHECK_SHAPE:-"1,32,8192,128"}
 PY=${PY:-python3}
 run() { env LD_LIBRARY_PATH="$D/lib" OMP_NUM_THREADS="$THREADS" "$@"; }
 
@@ -52,7 +52,7 @@ if [ -n "$CHECK_SHAPE" ]; then
     t0=$EPOCHREALTIME
     run "$D/$bin" check "$OUT/big.safetensors" >"$OUT/check_$bin.log" 2>&1 || true
     CHECK_S[$bin]=$(awk "BEGIN { printf \"%.2f\", $EPOCHREALTIME - $t0 }")
-    echo "$bin check: ${CHECK_S[$bin]} s, $(grep -c '^  ok' "$OUT/check_$bin.log") criteria ok, $(grep -c '^  FAIL' "$OUT/check_$bin.log") failed"
+    echo "$bin check: ${CHECK_S[$bin]} s, verdict $(head -c 4 "$OUT/check_$bin.log"), $(grep -c '^  ok' "$OUT/check_$bin.log") criteria ok"
   done
   rm -f "$OUT/big.safetensors"
 fi
