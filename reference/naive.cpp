@@ -1,8 +1,15 @@
 #include "reference/naive.h"
 
+#include <cblas.h>
+#include <immintrin.h>
+#include <omp.h>
+
 #include <Eigen/Dense>
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -13,9 +20,180 @@ namespace flashcheck {
 namespace {
 using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapD = Eigen::Map<MatD>;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // Scratch for S is capped at this many doubles per thread (16 MiB): row blocks shrink as seq_kv grows.
 constexpr int64_t kScoreBudget = int64_t{2} << 20;
+// Tallest row block. Every GEMM call packs the K (or V) prefix it reads afresh, so taller blocks
+// amortise that copy over more rows; measured in bench/oracle_bench (PERF.md, issue 11).
+constexpr int64_t kMaxRowBlock = 256;
+
+// glibc's vector exp (libmvec, x86-64 vector function ABI; glibc documents 1 ulp for these): the
+// softmax's exp over Sq·Skv scores would otherwise cost as much as both GEMMs. The variant is picked
+// at run time like OpenBLAS's kernels, so a generic build uses AVX-512 where the CPU has it.
+extern "C" {
+__m128d _ZGVbN2v_exp(__m128d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_exp(__m256d);
+__attribute__((target("avx512f"))) __m512d _ZGVeN8v_exp(__m512d);
+}
+
+// The row steps of the softmax, one set per vector width. NaN scores never win the max
+// (max(x, m) returns m when x is NaN) and are reported separately.
+struct RowMax {
+  double m;
+  bool nan;
+};
+
+RowMax row_max_sse2(const double* s, int64_t n) {
+  __m128d vm = _mm_set1_pd(kNegInf), bad = _mm_setzero_pd();
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const __m128d x = _mm_loadu_pd(s + j);
+    bad = _mm_or_pd(bad, _mm_cmpunord_pd(x, x));
+    vm = _mm_max_pd(x, vm);
+  }
+  double lanes[2];
+  _mm_storeu_pd(lanes, vm);
+  RowMax r{std::max(lanes[0], lanes[1]), _mm_movemask_pd(bad) != 0};
+  for (; j < n; ++j) {
+    r.nan |= std::isnan(s[j]);
+    r.m = std::max(r.m, s[j]);
+  }
+  return r;
+}
+
+// s[j] = exp(s[j] - m) for j < n, returning their sum.
+double exp_sum_sse2(double* s, int64_t n, double m) {
+  const __m128d vm = _mm_set1_pd(m);
+  __m128d acc = _mm_setzero_pd();
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const __m128d e = _ZGVbN2v_exp(_mm_sub_pd(_mm_loadu_pd(s + j), vm));
+    _mm_storeu_pd(s + j, e);
+    acc = _mm_add_pd(acc, e);
+  }
+  double lanes[2];
+  _mm_storeu_pd(lanes, acc);
+  double l = lanes[0] + lanes[1];
+  for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
+  return l;
+}
+
+void divide_sse2(double* s, int64_t n, double l) {
+  for (int64_t j = 0; j < n; ++j) s[j] /= l;
+}
+
+__attribute__((target("avx2"))) RowMax row_max_avx2(const double* s, int64_t n) {
+  __m256d vm = _mm256_set1_pd(kNegInf), bad = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const __m256d x = _mm256_loadu_pd(s + j);
+    bad = _mm256_or_pd(bad, _mm256_cmp_pd(x, x, _CMP_UNORD_Q));
+    vm = _mm256_max_pd(x, vm);
+  }
+  double lanes[4];
+  _mm256_storeu_pd(lanes, vm);
+  RowMax r{std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3])), _mm256_movemask_pd(bad) != 0};
+  for (; j < n; ++j) {
+    r.nan |= std::isnan(s[j]);
+    r.m = std::max(r.m, s[j]);
+  }
+  return r;
+}
+
+__attribute__((target("avx2"))) double exp_sum_avx2(double* s, int64_t n, double m) {
+  const __m256d vm = _mm256_set1_pd(m);
+  __m256d acc = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const __m256d e = _ZGVdN4v_exp(_mm256_sub_pd(_mm256_loadu_pd(s + j), vm));
+    _mm256_storeu_pd(s + j, e);
+    acc = _mm256_add_pd(acc, e);
+  }
+  double lanes[4];
+  _mm256_storeu_pd(lanes, acc);
+  double l = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
+  return l;
+}
+
+__attribute__((target("avx2"))) void divide_avx2(double* s, int64_t n, double l) {
+  for (int64_t j = 0; j < n; ++j) s[j] /= l;
+}
+
+__attribute__((target("avx512f"))) RowMax row_max_avx512(const double* s, int64_t n) {
+  __m512d vm = _mm512_set1_pd(kNegInf);
+  __mmask8 bad = 0;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m512d x = _mm512_loadu_pd(s + j);
+    bad |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
+    vm = _mm512_max_pd(x, vm);
+  }
+  // (GCC 12's _mm512_reduce_* helpers warn about an uninitialised temporary: reduce by hand.)
+  double lanes[8];
+  _mm512_storeu_pd(lanes, vm);
+  RowMax r{*std::max_element(lanes, lanes + 8), bad != 0};
+  for (; j < n; ++j) {
+    r.nan |= std::isnan(s[j]);
+    r.m = std::max(r.m, s[j]);
+  }
+  return r;
+}
+
+__attribute__((target("avx512f"))) double exp_sum_avx512(double* s, int64_t n, double m) {
+  const __m512d vm = _mm512_set1_pd(m);
+  __m512d acc = _mm512_setzero_pd();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m512d e = _ZGVeN8v_exp(_mm512_sub_pd(_mm512_loadu_pd(s + j), vm));
+    _mm512_storeu_pd(s + j, e);
+    acc = _mm512_add_pd(acc, e);
+  }
+  double lanes[8];
+  _mm512_storeu_pd(lanes, acc);
+  double l = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
+  return l;
+}
+
+__attribute__((target("avx512f"))) void divide_avx512(double* s, int64_t n, double l) {
+  for (int64_t j = 0; j < n; ++j) s[j] /= l;
+}
+
+struct RowKernels {
+  const char* name;
+  RowMax (*row_max)(const double*, int64_t);
+  double (*exp_sum)(double*, int64_t, double);
+  void (*divide)(double*, int64_t, double);
+};
+
+// The widest the CPU runs; FLASHCHECK_ORACLE_ISA=sse2|avx2 caps it, so every variant can be tested
+// on one machine.
+const RowKernels& row_kernels() {
+  static const RowKernels k = [] {
+    const RowKernels sse2{"sse2", row_max_sse2, exp_sum_sse2, divide_sse2};
+    const RowKernels avx2{"avx2", row_max_avx2, exp_sum_avx2, divide_avx2};
+    const RowKernels avx512{"avx512", row_max_avx512, exp_sum_avx512, divide_avx512};
+    const char* cap = std::getenv("FLASHCHECK_ORACLE_ISA");
+    const bool allow_avx2 = !cap || std::strcmp(cap, "sse2") != 0;
+    const bool allow_avx512 = allow_avx2 && (!cap || std::strcmp(cap, "avx2") != 0);
+    __builtin_cpu_init();
+    if (allow_avx512 && __builtin_cpu_supports("avx512f")) return avx512;
+    if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2;
+    return sse2;
+  }();
+  return k;
+}
+
+// One unit of work: a block of query rows of one (batch, query head).
+struct Task {
+  int64_t kv;    // index into this chunk's widened K/V heads
+  int64_t bh;    // b * heads_q + hq
+  int64_t r0;    // first row (index into OracleResult rows)
+  int64_t nb;    // rows in the block
+  int64_t ncols; // keys any row of the block sees: later keys are never touched
+};
 }  // namespace
 
 OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
@@ -23,6 +201,9 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   if (static_cast<int64_t>(in.q.size()) != p.q_elems() || static_cast<int64_t>(in.k.size()) != p.k_elems() ||
       static_cast<int64_t>(in.v.size()) != p.v_elems())
     throw std::invalid_argument("naive_attention: input sizes do not match the problem");
+  // CBLAS (LP64) takes int dimensions and leading dimensions.
+  if (p.seq_kv > INT_MAX || p.head_dim_qk > INT_MAX || p.head_dim_v > INT_MAX)
+    throw std::invalid_argument("naive_attention: seq_kv and head dims must fit the 32-bit CBLAS interface");
   OracleResult r;
   r.rows.assign(rows.begin(), rows.end());
   for (size_t i = 0; i < r.rows.size(); ++i) {
@@ -33,77 +214,125 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   const int64_t nr = r.num_rows, dqk = p.head_dim_qk, dv = p.head_dim_v, skv = p.seq_kv;
   r.o.assign(static_cast<size_t>(p.batch * p.heads_q * nr * dv), 0.0);
   r.lse.assign(static_cast<size_t>(p.batch * p.heads_q * nr), kNegInf);
+  if (nr == 0) return r;
   const double scale = p.softmax_scale();
-  const int64_t row_block = std::clamp<int64_t>(kScoreBudget / skv, 1, 64);
+  const int64_t row_block = std::min(nr, std::clamp<int64_t>(kScoreBudget / skv, 1, kMaxRowBlock));
   const int64_t nblocks = (nr + row_block - 1) / row_block;
   const int64_t group = p.group();
+  const int64_t threads = omp_get_max_threads();
+  const RowKernels& rk = row_kernels();
 
-  for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
-      // Widen this KV head once; every query head of its group reads it.
-      const size_t koff = static_cast<size_t>((b * p.heads_kv + hk) * skv);
-      const MatD K = Eigen::Map<const MatF>(in.k.data() + koff * dqk, skv, dqk).cast<double>();
-      const MatD V = Eigen::Map<const MatF>(in.v.data() + koff * dv, skv, dv).cast<double>();
-      // 0 · Inf and 0 · NaN are NaN: with non-finite values, a masked key must not reach a row
-      // through the block GEMM, so such heads take the row-by-row path below.
-      const bool v_finite = V.allFinite();
+  // KV heads are processed in chunks: a chunk's K and V are widened to fp64 once (every query head
+  // of a group reads them) and all its row blocks form one pool of tasks. Pooling several heads
+  // keeps every thread busy when one head has fewer blocks than threads, or causal blocks of very
+  // different sizes; the widened chunk is capped at the threads' score budget, so memory stays
+  // O(threads × row_block × seq_kv) plus one head's K/V.
+  const int64_t kv_heads = p.batch * p.heads_kv;
+  const int64_t kv_doubles = skv * (dqk + dv);
+  const int64_t tasks_per_kv = group * nblocks;
+  const int64_t chunk = std::clamp<int64_t>((4 * threads + tasks_per_kv - 1) / tasks_per_kv, 1,
+                                            std::max<int64_t>(1, threads * kScoreBudget / kv_doubles));
+  std::vector<double> kvbuf;
+  std::vector<char> v_finite;
+  std::vector<Task> tasks;
 
-#pragma omp parallel for schedule(dynamic, 1)
-      for (int64_t task = 0; task < group * nblocks; ++task) {
-        const int64_t hq = hk * group + task / nblocks;
-        const int64_t r0 = (task % nblocks) * row_block;
-        const int64_t nb = std::min(row_block, nr - r0);
-        const size_t bh = static_cast<size_t>(b * p.heads_q + hq);
-        const float* qh = in.q.data() + bh * static_cast<size_t>(p.seq_q * dqk);
+  for (int64_t kv0 = 0; kv0 < kv_heads; kv0 += chunk) {
+    const int64_t nkv = std::min(chunk, kv_heads - kv0);
+    kvbuf.resize(static_cast<size_t>(nkv * kv_doubles));
+    v_finite.assign(static_cast<size_t>(nkv), 1);
+    auto Kw = [&](int64_t c) { return kvbuf.data() + c * kv_doubles; };
+    auto Vw = [&](int64_t c) { return kvbuf.data() + c * kv_doubles + skv * dqk; };
 
-        MatD Q(nb, dqk);
-        int64_t ncols = 0;  // keys any row of this block sees: later keys are never touched
-        for (int64_t i = 0; i < nb; ++i) {
-          int64_t row = r.row_at(r0 + i);
-          Q.row(i) = Eigen::Map<const Eigen::RowVectorXf>(qh + row * dqk, dqk).cast<double>();
-          ncols = std::max(ncols, visible_keys(p, row));
+    tasks.clear();
+    for (int64_t c = 0; c < nkv; ++c) {
+      const int64_t b = (kv0 + c) / p.heads_kv, hk = (kv0 + c) % p.heads_kv;
+      for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq)
+        for (int64_t r0 = 0; r0 < nr; r0 += row_block) {
+          Task t{c, b * p.heads_q + hq, r0, std::min(row_block, nr - r0), 0};
+          // Rows ascend and visible_keys is monotone in the row: the block's last row sees most.
+          t.ncols = visible_keys(p, r.row_at(r0 + t.nb - 1));
+          if (t.ncols > 0) tasks.push_back(t);  // a block that sees nothing keeps O = 0, LSE = -inf
         }
-        if (ncols == 0) continue;  // whole block sees nothing: the O = 0, LSE = -inf defaults stand
+    }
+    // Largest first (causal blocks differ up to seq_kv-fold), so the dynamic schedule ends evenly.
+    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.nb * a.ncols > b.nb * b.ncols; });
 
-        // Step 1: scores.
-        MatD S = (Q * K.topRows(ncols).transpose()) * scale;
-        // Step 2: row max over the visible keys, exp, sum. Masked keys get P = 0 exactly.
+#pragma omp parallel
+    {
+      // Widen this chunk's KV heads once, in slabs of rows spread over the threads.
+      constexpr int64_t kSlab = 512;
+      const int64_t slabs = (skv + kSlab - 1) / kSlab;
+#pragma omp for schedule(static)
+      for (int64_t x = 0; x < nkv * slabs; ++x) {
+        const int64_t c = x / slabs, j0 = (x % slabs) * kSlab, nj = std::min(kSlab, skv - j0);
+        const size_t off = static_cast<size_t>((kv0 + c) * skv + j0);
+        MapD(Kw(c) + j0 * dqk, nj, dqk) = Eigen::Map<const MatF>(in.k.data() + off * dqk, nj, dqk).cast<double>();
+        MapD(Vw(c) + j0 * dv, nj, dv) = Eigen::Map<const MatF>(in.v.data() + off * dv, nj, dv).cast<double>();
+        // 0 · Inf and 0 · NaN are NaN: with non-finite values, a masked key must not reach a row
+        // through the block GEMM, so such heads take the row-by-row path below.
+        if (!MapD(Vw(c) + j0 * dv, nj, dv).allFinite()) {
+#pragma omp atomic write
+          v_finite[static_cast<size_t>(c)] = 0;
+        }
+      }  // implicit barrier: K/V complete before any task reads them
+
+      // Per-thread scratch, reused by every task of the chunk: O(row_block × seq_kv).
+      std::vector<double> qbuf(static_cast<size_t>(row_block * dqk)), sbuf(static_cast<size_t>(row_block * skv)),
+          obuf(static_cast<size_t>(row_block * dv));
+
+#pragma omp for schedule(dynamic, 1)
+      for (size_t ti = 0; ti < tasks.size(); ++ti) {
+        const Task& t = tasks[ti];
+        const int64_t nb = t.nb, ncols = t.ncols;
+        const float* qh = in.q.data() + static_cast<size_t>(t.bh) * static_cast<size_t>(p.seq_q * dqk);
+        for (int64_t i = 0; i < nb; ++i)
+          MapD(qbuf.data() + i * dqk, 1, dqk) =
+              Eigen::Map<const MatF>(qh + r.row_at(t.r0 + i) * dqk, 1, dqk).cast<double>();
+
+        // Step 1: scores S = (Q Kᵀ) · scale, one fp64 GEMM. BLAS applies alpha to each finished dot
+        // product (C = alpha·(A·B)), so every score is the rounded dot product times scale, rounded.
+        // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), static_cast<int>(ncols),
+                    static_cast<int>(dqk), scale, qbuf.data(), static_cast<int>(dqk), Kw(t.kv), static_cast<int>(dqk), 0.0,
+                    sbuf.data(), static_cast<int>(ncols));
+        MapD S(sbuf.data(), nb, ncols);
+        // Step 2: row max over the visible keys, exp, sum. Masked keys get P = 0 exactly. Row by
+        // row, so each row's passes run in cache.
         for (int64_t i = 0; i < nb; ++i) {
-          const int64_t n = visible_keys(p, r.row_at(r0 + i));
-          auto s = S.row(i);
+          const int64_t n = visible_keys(p, r.row_at(t.r0 + i));
+          double* s = sbuf.data() + i * ncols;
           if (n == 0) {
-            s.setZero();
+            std::fill_n(s, ncols, 0.0);
             continue;
           }
-          double m = kNegInf;
-          bool nan = false;
-          for (int64_t j = 0; j < n; ++j) {
-            nan |= std::isnan(s(j));
-            m = std::max(m, s(j));
-          }
-          double* lse = &r.lse[bh * static_cast<size_t>(nr) + static_cast<size_t>(r0 + i)];
-          if (nan || m == kNegInf || m == std::numeric_limits<double>::infinity()) {
+          const RowMax mx = rk.row_max(s, n);
+          const double m = mx.m;
+          double* lse = &r.lse[static_cast<size_t>(t.bh * nr + t.r0 + i)];
+          if (mx.nan || m == kNegInf || m == std::numeric_limits<double>::infinity()) {
             // NaN scores, all scores -inf (0/0) or a +inf score (inf - inf): the softmax itself is
             // undefined, so the row is NaN rather than anything a kernel could match by accident.
-            s.setConstant(std::numeric_limits<double>::quiet_NaN());
+            std::fill_n(s, ncols, std::numeric_limits<double>::quiet_NaN());
             *lse = std::numeric_limits<double>::quiet_NaN();
             continue;
           }
-          s.head(n) = (s.head(n).array() - m).exp();
-          if (n < ncols) s.tail(ncols - n).setZero();
-          const double l = s.head(n).sum();
+          const double l = rk.exp_sum(s, n, m);
+          std::fill(s + n, s + ncols, 0.0);
           *lse = m + std::log(l);
-          s.head(n) /= l;
+          rk.divide(s, n, l);
         }
-        // Step 3: O = P V.
-        MatD O;
-        if (v_finite) O = S * V.topRows(ncols);
+        // Step 3: O = P V, the second fp64 GEMM.
+        const bool vf = v_finite[static_cast<size_t>(t.kv)];
+        if (vf)
+          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), static_cast<int>(dv),
+                      static_cast<int>(ncols), 1.0, sbuf.data(), static_cast<int>(ncols), Vw(t.kv), static_cast<int>(dv), 0.0,
+                      obuf.data(), static_cast<int>(dv));
+        const Eigen::Map<const MatD> V(Vw(t.kv), skv, dv);
         for (int64_t i = 0; i < nb; ++i) {
-          double* dst = &r.o[(bh * static_cast<size_t>(nr) + static_cast<size_t>(r0 + i)) * static_cast<size_t>(dv)];
-          const int64_t n = visible_keys(p, r.row_at(r0 + i));
+          double* dst = &r.o[static_cast<size_t>((t.bh * nr + t.r0 + i) * dv)];
+          const int64_t n = visible_keys(p, r.row_at(t.r0 + i));
           if (n == 0) continue;
-          if (v_finite)
-            Eigen::Map<Eigen::RowVectorXd>(dst, dv) = O.row(i);
+          if (vf)
+            std::copy_n(obuf.data() + i * dv, dv, dst);
           else
             Eigen::Map<Eigen::RowVectorXd>(dst, dv) = S.row(i).head(n) * V.topRows(n);
         }

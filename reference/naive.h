@@ -19,7 +19,7 @@ struct OracleResult {
   int64_t row_at(int64_t r) const { return rows.empty() ? r : rows[static_cast<size_t>(r)]; }
 };
 
-// Exact up to fp64 rounding: S = Q Kᵀ and O = P V are Eigen fp64 GEMMs over inputs widened from
+// Exact up to fp64 rounding: S = Q Kᵀ and O = P V are BLAS fp64 GEMMs over inputs widened from
 // their dtype, the softmax is max-shifted in fp64. Conventions, stated once:
 //  - a row that sees no key gets O = 0 and LSE = -inf;
 //  - a NaN anywhere in a row's visible scores or values propagates to that row (IEEE semantics);
