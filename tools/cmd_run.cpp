@@ -12,6 +12,7 @@
 #include "runner/device.h"
 #include "runner/harness.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 #include "verify/check_file.h"
 
 namespace flashcheck::cli {
@@ -67,6 +68,7 @@ void add_run(CLI::App& app, Action& action) {
     CampaignOptions c;
     uint64_t input_seed = 1;
     bool no_shrink = false;
+    std::string html;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--kernel", o->kernel, "kernel name, or all (default)");
@@ -77,7 +79,8 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--dtype", o->dtypes, "only these dtypes (f32, f16, bf16); default: all a kernel declares");
   cmd->add_option("--max-seq", o->c.max_seq, "longest sequence drawn (default 300)")->check(CLI::PositiveNumber);
   cmd->add_option("--max-work", o->c.max_work, "per-case cap on B*Hq*Sq*Skv*(Dqk+Dv) (default 3e7)");
-  cmd->add_option("--json", o->json, "write the summary as JSON to PATH, or - for stdout");
+  cmd->add_option("--json", o->json, "write the summary as JSON to PATH, or - for stdout (the text then goes to stderr)");
+  cmd->add_option("--html", o->html, "write an HTML report (error heatmaps) per kept failure into directory DIR");
   cmd->add_option("--problem", o->problem, "run this one problem instead of a campaign (as printed by a failure)");
   cmd->add_option("--dist", o->dist, "input distribution for --problem");
   cmd->add_option("--input-seed", o->input_seed, "input seed for --problem");
@@ -85,6 +88,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_flag("--fail-fast", o->c.fail_fast, "stop a kernel's campaign at its first failing case (mutation testing)");
   cmd->callback([o, &action] {
     action = [o] {
+      JsonStdout json_out(o->json == "-");
       std::tie(o->c.shard_index, o->c.shard_count) = parse_shard(o->shard);
       o->c.shrink = !o->no_shrink;
       o->c.dtypes.clear();
@@ -105,6 +109,7 @@ void add_run(CLI::App& app, Action& action) {
             continue;
           }
           std::cout << v->name() << ": " << to_text(out.report);
+          if (!o->html.empty() && !out.passed) write_case_html(*v, out, std::filesystem::path(o->html) / (v->name() + ".html"), kDefaultMaxRows);
           rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
         }
         return rc;
@@ -129,6 +134,7 @@ void add_run(CLI::App& app, Action& action) {
       }
       for (auto& s : all)
         for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
+      if (!o->html.empty()) write_failure_pages(all, variants, o->html, o->c.max_rows);
       if (!o->json.empty()) {
         nlohmann::json j;
         j["seed"] = o->c.seed;
@@ -142,7 +148,7 @@ void add_run(CLI::App& app, Action& action) {
           j["variants"].push_back(v);
         }
         if (o->json == "-") {
-          std::cout << j.dump(2) << "\n";
+          json_out.write(j.dump(2) + "\n");
         } else {
           std::ofstream(o->json) << j.dump(2) << "\n";
         }

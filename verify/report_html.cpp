@@ -165,20 +165,21 @@ const char* kScript = R"JS(
       if (r >= 0 && !(agg[k] >= r)) agg[k] = r;
       if (rank(f) > rank(af[k])) af[k] = f;
     }
-    const cell = Math.max(1, Math.min(Math.floor(720 / W), Math.floor(420 / H), 28));
-    canvas.width = W * cell; canvas.height = H * cell;
-    const ctx = canvas.getContext('2d'), img = ctx.createImageData(W * cell, H * cell);
-    for (let y = 0; y < H * cell; y++) for (let x = 0; x < W * cell; x++) {
-      const k = Math.floor(y / cell) * W + Math.floor(x / cell), c = af[k] ? FLAG_RGB[af[k]] : colour(agg[k]), o = 4 * (y * W * cell + x);
+    // Cells stretch on each axis apart (up to 40 px), so a tall, narrow head still fills the width.
+    const cw = Math.max(1, Math.min(Math.floor(720 / W), 40)), ch = Math.max(1, Math.min(Math.floor(420 / H), 40));
+    canvas.width = W * cw; canvas.height = H * ch;
+    const ctx = canvas.getContext('2d'), img = ctx.createImageData(W * cw, H * ch);
+    for (let y = 0; y < H * ch; y++) for (let x = 0; x < W * cw; x++) {
+      const k = Math.floor(y / ch) * W + Math.floor(x / cw), c = af[k] ? FLAG_RGB[af[k]] : colour(agg[k]), o = 4 * (y * W * cw + x);
       img.data[o] = c[0]; img.data[o + 1] = c[1]; img.data[o + 2] = c[2]; img.data[o + 3] = 255;
     }
     ctx.putImageData(img, 0, 0);
-    return { bh, bw, H, W, cell, agg, af };
+    return { bh, bw, H, W, cw, ch, agg, af };
   }
   const tip = document.getElementById('tip');
   function hover(canvas, g, text) {
     canvas.addEventListener('mousemove', e => {
-      const b = canvas.getBoundingClientRect(), x = Math.floor((e.clientX - b.left) / g.cell), y = Math.floor((e.clientY - b.top) / g.cell);
+      const b = canvas.getBoundingClientRect(), x = Math.floor((e.clientX - b.left) / g.cw), y = Math.floor((e.clientY - b.top) / g.ch);
       if (x < 0 || y < 0 || x >= g.W || y >= g.H) { tip.style.display = 'none'; return; }
       tip.textContent = text(y, x, g.agg[y * g.W + x], g.af[y * g.W + x]);
       tip.style.left = (e.clientX + 12) + 'px'; tip.style.top = (e.clientY + 12) + 'px'; tip.style.display = 'block';
