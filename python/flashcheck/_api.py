@@ -101,7 +101,10 @@ class Report:
 
     def __del__(self):
         if getattr(self, "_owner", True) is None and self._h:
-            _lib.lib().fc_report_free(self._h)
+            try:
+                _lib.lib().fc_report_free(self._h)
+            except Exception:  # noqa: BLE001 - interpreter shutdown may have torn the module down
+                pass
             self._h = None
 
     def __bool__(self):

@@ -54,7 +54,10 @@ class _Campaign:
 
     def __del__(self):
         if self.handle:
-            _lib.lib().fc_campaign_free(self.handle)
+            try:
+                _lib.lib().fc_campaign_free(self.handle)
+            except Exception:  # noqa: BLE001 - interpreter shutdown may have torn the module down
+                pass
             self.handle = None
 
 
