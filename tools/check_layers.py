@@ -34,6 +34,7 @@ LINKS = {
     "fuzz": {"fc_reference", "fc_verify"},
     "gpu": {"fc_reference"},
     "runner": {"fc_reference", "fc_verify", "fc_fuzz", "fc_kernels"},
+    "capi": {"fc_runner"},
 }
 SOURCE = re.compile(r"\.(h|hpp|cpp|cc|cu|cuh|c)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

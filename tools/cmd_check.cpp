@@ -3,19 +3,22 @@
 #include <iostream>
 
 #include "tools/commands.h"
+#include "tools/output.h"
 #include "verify/check_file.h"
+#include "verify/report_html.h"
 
 namespace flashcheck::cli {
 
 void add_check(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors) against the fp64 oracle");
   struct Opts {
-    std::string file, json;
+    std::string file, json, html;
     CheckFileOptions o;
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_option("file", opts->file, "the .safetensors file")->required();
-  cmd->add_option("--json", opts->json, "also write the report as JSON to PATH, or - for stdout");
+  cmd->add_option("--json", opts->json, "also write the report as JSON to PATH, or - for stdout (the text then goes to stderr)");
+  cmd->add_option("--html", opts->html, "also write the report as one self-contained HTML page with error heatmaps to PATH");
   cmd->add_option("--max-rows", opts->o.max_rows, "rows per (b,h) checked before sampling starts")->check(CLI::PositiveNumber);
   cmd->add_option("--tile-q", opts->o.tile_q, "kernel's query tile, to name the worst element's tile")->check(CLI::PositiveNumber);
   cmd->add_option("--tile-kv", opts->o.tile_kv, "kernel's KV tile")->check(CLI::PositiveNumber);
@@ -23,9 +26,12 @@ void add_check(CLI::App& app, Action& action) {
                 "accept NaN/Inf in q/k/v and check that they propagate to exactly the oracle's rows");
   cmd->callback([opts, &action] {
     action = [opts] {
+      JsonStdout json_out(opts->json == "-");
       Report r;
       try {
+        opts->o.error_maps = !opts->html.empty();
         r = check_file(opts->file, opts->o);
+        if (!opts->html.empty()) write_html(r, opts->html);
       } catch (const CannotTest& e) {
         std::cerr << "flashcheck check: cannot test: " << e.what() << "\n";
         return int{kCannotTest};
@@ -34,7 +40,7 @@ void add_check(CLI::App& app, Action& action) {
       if (!opts->json.empty()) {
         const std::string text = to_json(r).dump(2) + "\n";
         if (opts->json == "-") {
-          std::cout << text;
+          json_out.write(text);
         } else {
           std::ofstream os(opts->json);
           os << text;

@@ -21,6 +21,7 @@
 #include "runner/isolation.h"
 #include "tools/commands.h"
 #include "tools/strict_options.h"
+#include "tools/output.h"
 #include "verify/check_file.h"
 
 namespace flashcheck::cli {
@@ -143,6 +144,7 @@ void add_run(CLI::App& app, Action& action) {
     uint64_t input_seed = 1;
     double timeout = 0;
     bool no_shrink = false, no_isolation = false;
+    std::string html;
   };
   auto o = std::make_shared<Opts>();
   constexpr uint64_t kMaxU64 = ~uint64_t{0};
@@ -158,7 +160,8 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--max-seq", o->c.max_seq, "longest sequence drawn (default 300)")->check(whole_number(1, int64_t{1} << 31));
   cmd->add_option("--max-work", o->c.max_work, "per-case cap on B*Hq*Sq*Skv*(Dqk+Dv) (default 3e7)")
       ->check(positive_number(1e18));
-  cmd->add_option("--json", o->json, "write the summary as JSON to PATH, or - for stdout");
+  cmd->add_option("--json", o->json, "write the summary as JSON to PATH, or - for stdout (the text then goes to stderr)");
+  cmd->add_option("--html", o->html, "write an HTML report (error heatmaps) per kept failure into directory DIR");
   cmd->add_option("--problem", o->problem, "run this one problem instead of a campaign (as printed by a failure)");
   cmd->add_option("--dist", o->dist, "input distribution for --problem");
   cmd->add_option("--input-seed", o->input_seed, "input seed for --problem")->check(whole_number(0, kMaxU64));
@@ -171,6 +174,7 @@ void add_run(CLI::App& app, Action& action) {
                 "run kernels inside flashcheck's own process (debugging: a crash or hang then takes flashcheck down)");
   cmd->callback([o, &action] {
     action = [o] {
+      JsonStdout json_out(o->json == "-");
       if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
         throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
       o->c.shrink = !o->no_shrink;
@@ -202,10 +206,11 @@ void add_run(CLI::App& app, Action& action) {
           }
           std::cout << v->name() << ": " << to_text(out.report);
           j["variants"].push_back({{"name", v->name()}, {"report", to_json(out.report)}});
+          if (!o->html.empty() && !out.passed) write_case_html(*v, out, std::filesystem::path(o->html) / (v->name() + ".html"), kDefaultMaxRows);
           rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
         }
         std::cout.flush();
-        if (o->json == "-") std::cout << j.dump(2) << "\n";
+        if (o->json == "-") json_out.write(j.dump(2) + "\n");
         else if (!o->json.empty()) write_json_file(o->json, j);
         return rc;
       }
@@ -240,6 +245,11 @@ void add_run(CLI::App& app, Action& action) {
       }
       for (auto& s : all)
         for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
+      if (!o->html.empty()) {
+        std::vector<std::shared_ptr<Variant>> judged;
+        for (auto& [v, plugin] : variants) judged.push_back(v);
+        write_failure_pages(all, judged, o->html, o->c.max_rows);
+      }
       if (!o->json.empty()) {
         nlohmann::json j;
         j["seed"] = o->c.seed;
@@ -263,7 +273,7 @@ void add_run(CLI::App& app, Action& action) {
           j["variants"].push_back(v);
         }
         if (o->json == "-") {
-          std::cout << j.dump(2) << "\n";
+          json_out.write(j.dump(2) + "\n");
         } else {
           write_json_file(o->json, j);
         }

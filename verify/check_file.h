@@ -17,6 +17,7 @@ struct CheckFileOptions {
   int64_t max_rows = kDefaultMaxRows;  // per (b, h): above this, rows are sampled (first/last 64 + spread)
   int64_t tile_q = 128, tile_kv = 128;
   bool allow_nonfinite_inputs = false;  // NaN/Inf in q/k/v are refused unless asked for
+  bool error_maps = false;              // fill Report::maps (for `check --html`)
 };
 
 Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt);

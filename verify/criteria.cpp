@@ -1,6 +1,7 @@
 #include "verify/criteria.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -9,6 +10,132 @@
 #include "verify/metrics.h"
 
 namespace flashcheck {
+
+namespace {
+
+// How one output element stands before any error is measured. The criteria and the error maps both
+// classify through these, so the page shows exactly what the verdict counted.
+MapFlag classify_o(DType dt, float k, double o, bool empty_row) {
+  if (is_poison(dt, k)) return MapFlag::unwritten;
+  // Convention: exactly zero (either sign). NaN here is the classic 0/0 of an unguarded kernel.
+  if (empty_row) return k == 0.0f ? MapFlag::empty_row_ok : MapFlag::empty_row_nonzero;
+  const bool nan_k = std::isnan(k), nan_o = std::isnan(o);
+  const bool inf_k = std::isinf(k), inf_o = std::isinf(o);
+  // NaN is no wildcard: positions (and infinities with their signs) must match the oracle.
+  if (nan_k != nan_o || inf_k != inf_o || (inf_k && (k > 0) != (o > 0))) return MapFlag::nan_mismatch;
+  if (nan_k || inf_k) return MapFlag::nonfinite_match;
+  return MapFlag::ok;
+}
+
+MapFlag classify_lse(float k, double o, bool empty_row, EmptyRowLse empty_lse) {
+  if (is_poison(DType::f32, k)) return MapFlag::unwritten;
+  if (empty_row) return k == (empty_lse == EmptyRowLse::neg_inf ? -INFINITY : INFINITY) ? MapFlag::empty_row_ok
+                                                                                        : MapFlag::empty_row_nonzero;
+  if (std::isnan(k) != std::isnan(o) || std::isinf(k) != std::isinf(o)) return MapFlag::nan_mismatch;
+  if (std::isnan(k) || std::isinf(k)) return MapFlag::nonfinite_match;
+  return MapFlag::ok;
+}
+
+// A row's LSE tolerance: it carries the scores' absolute rounding, so it grows with the row's
+// largest |score| (score_bound), not only with |LSE|.
+double lse_limit(const Tolerance& tol, double lse, double score_bound) {
+  return tol.lse_atol + tol.lse_rtol * (std::fabs(lse) + score_bound);
+}
+
+bool is_flagged(MapFlag f) {
+  return f == MapFlag::unwritten || f == MapFlag::nan_mismatch || f == MapFlag::empty_row_nonzero;
+}
+
+// The element-by-element maps behind the HTML page: a second pass over the output, run only when
+// asked, so the verdict's own loop stays as it was. `unit` is the absolute error of ratio 1.
+ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt,
+                     const Report& r, double unit) {
+  const OracleResult& oracle = ref.oracle;
+  const int64_t nr = oracle.num_rows, dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
+  ErrorMaps m;
+  m.unit = unit;
+  // A grid past ~1M cells (tiny declared tiles on long sequences) says no more than a coarser one
+  // and would bloat the page: tiles double until it fits.
+  m.tile_q = std::max<int64_t>(opt.tile_q, 1);
+  m.tile_kv = std::max<int64_t>(opt.tile_kv, 1);
+  auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  while (ceil_div(p.seq_q, m.tile_q) * ceil_div(p.seq_kv, m.tile_kv) > (int64_t{1} << 20)) {
+    if (ceil_div(p.seq_q, m.tile_q) >= ceil_div(p.seq_kv, m.tile_kv)) m.tile_q *= 2;
+    else m.tile_kv *= 2;
+  }
+  m.q_tiles = ceil_div(p.seq_q, m.tile_q);
+  m.kv_tiles = ceil_div(p.seq_kv, m.tile_kv);
+  m.tile_ratio.assign(static_cast<size_t>(m.q_tiles * m.kv_tiles), NAN);
+  m.tile_flagged.assign(m.tile_ratio.size(), 0);
+  if (r.worst) {
+    m.head_b = r.worst->b;
+    m.head_h = r.worst->h;
+  }
+  const int64_t head_bh = m.head_b * p.heads_q + m.head_h;
+  m.rows.resize(static_cast<size_t>(nr));
+  for (int64_t ri = 0; ri < nr; ++ri) m.rows[static_cast<size_t>(ri)] = oracle.row_at(ri);
+  m.head_ratio.assign(static_cast<size_t>(nr * dv), NAN);
+  m.head_flag.assign(m.head_ratio.size(), MapFlag::ok);
+  // The cell of a checked row: its q-tile and the KV tile of its last visible key (0 if it sees none).
+  std::vector<size_t> cell(static_cast<size_t>(nr));
+  std::vector<bool> empty(static_cast<size_t>(nr));
+  for (int64_t ri = 0; ri < nr; ++ri) {
+    const int64_t row = m.rows[static_cast<size_t>(ri)], n = visible_keys(p, row);
+    empty[static_cast<size_t>(ri)] = n == 0;
+    cell[static_cast<size_t>(ri)] = static_cast<size_t>((row / m.tile_q) * m.kv_tiles + std::max<int64_t>(n - 1, 0) / m.tile_kv);
+  }
+  auto flag_element = [&](int64_t bh, int64_t ri, int64_t col, MapFlag f) {
+    ++m.flagged_total;
+    if (m.flagged.size() < ErrorMaps::kMaxFlagged)
+      m.flagged.push_back({bh / p.heads_q, bh % p.heads_q, m.rows[static_cast<size_t>(ri)], col, f});
+  };
+  for (int64_t bh = 0; bh < bh_n; ++bh)
+    for (int64_t ri = 0; ri < nr; ++ri)
+      for (int64_t c = 0; c < dv; ++c) {
+        const size_t e = static_cast<size_t>((bh * nr + ri) * dv + c);
+        const MapFlag f = classify_o(p.dtype, kernel.o[e], oracle.o[e], empty[static_cast<size_t>(ri)]);
+        const size_t t = cell[static_cast<size_t>(ri)];
+        float ratio = NAN;
+        if (f == MapFlag::ok) {
+          ratio = static_cast<float>(std::fabs(static_cast<double>(kernel.o[e]) - oracle.o[e]) / unit);
+          if (!(m.tile_ratio[t] >= ratio)) m.tile_ratio[t] = ratio;  // NaN (no row yet) is replaced
+        } else if (is_flagged(f)) {
+          ++m.tile_flagged[t];
+          flag_element(bh, ri, c, f);
+        }
+        if (bh == head_bh) {
+          m.head_ratio[static_cast<size_t>(ri * dv + c)] = ratio;
+          m.head_flag[static_cast<size_t>(ri * dv + c)] = f;
+        }
+      }
+  if (kernel.lse) {
+    m.lse_ratio.assign(static_cast<size_t>(nr), NAN);
+    m.lse_ratio_max.assign(static_cast<size_t>(nr), NAN);
+    m.lse_flag.assign(static_cast<size_t>(nr), MapFlag::ok);
+    for (int64_t bh = 0; bh < bh_n; ++bh)
+      for (int64_t ri = 0; ri < nr; ++ri) {
+        const size_t i = static_cast<size_t>(bh * nr + ri);
+        const float k = (*kernel.lse)[i];
+        const double o = oracle.lse[i];
+        const MapFlag f = classify_lse(k, o, empty[static_cast<size_t>(ri)], opt.empty_lse);
+        float ratio = NAN;
+        if (f == MapFlag::ok) {
+          ratio = static_cast<float>(std::fabs(k - o) / lse_limit(opt.tol, o, ref.score_bound[i]));
+          float& mx = m.lse_ratio_max[static_cast<size_t>(ri)];
+          if (!(mx >= ratio)) mx = ratio;
+        } else if (is_flagged(f)) {
+          flag_element(bh, ri, -1, f);
+        }
+        if (bh == head_bh) {
+          m.lse_ratio[static_cast<size_t>(ri)] = ratio;
+          m.lse_flag[static_cast<size_t>(ri)] = f;
+        }
+      }
+  }
+  return m;
+}
+
+}  // namespace
 
 Report verify_output(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt) {
   const OracleResult& oracle = ref.oracle;
@@ -54,25 +181,14 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     const float k = kernel.o[e];
     const double o = oracle.o[e];
     const int64_t row = oracle.row_at(static_cast<int64_t>(e / static_cast<size_t>(dv)) % nr);
-    if (is_poison(p.dtype, k)) {
-      ++r.unwritten;
+    const MapFlag flag = classify_o(p.dtype, k, o, visible_keys(p, row) == 0);
+    if (flag == MapFlag::unwritten || flag == MapFlag::nan_mismatch) {
+      ++(flag == MapFlag::unwritten ? r.unwritten : r.nan_mismatches);
       if (!first_nan) first_nan = locate(e, k, o);
       continue;
     }
-    if (visible_keys(p, row) == 0) {
-      // Convention: exactly zero (either sign). NaN here is the classic 0/0 of an unguarded kernel.
-      if (k != 0.0f) ++r.empty_row_violations;
-      continue;
-    }
-    const bool nan_k = std::isnan(k), nan_o = std::isnan(o);
-    const bool inf_k = std::isinf(k), inf_o = std::isinf(o);
-    if (nan_k != nan_o || inf_k != inf_o || (inf_k && (k > 0) != (o > 0))) {
-      // NaN is no wildcard: positions (and infinities with their signs) must match the oracle.
-      ++r.nan_mismatches;
-      if (!first_nan) first_nan = locate(e, k, o);
-      continue;
-    }
-    if (nan_k || inf_k) continue;
+    if (flag == MapFlag::empty_row_nonzero) ++r.empty_row_violations;
+    if (flag != MapFlag::ok) continue;
     const double err = std::fabs(static_cast<double>(k) - o);
     cos.add(k, o);
     diff2 += err * err;
@@ -155,28 +271,19 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     if (lse.size() != static_cast<size_t>(bh_n * nr)) throw std::invalid_argument("verify_output: lse size mismatch");
     double max_abs = 0, max_rel = 0;
     int64_t bad = 0, bad_empty = 0, unwritten = 0;
-    const float empty_want = opt.empty_lse == EmptyRowLse::neg_inf ? -INFINITY : INFINITY;
     for (size_t i = 0; i < lse.size(); ++i) {
       const float k = lse[i];
       const double o = oracle.lse[i];
       const int64_t row = oracle.row_at(static_cast<int64_t>(i) % nr);
-      if (is_poison(DType::f32, k)) {
-        ++unwritten;
-        continue;
-      }
-      if (visible_keys(p, row) == 0) {
-        if (k != empty_want) ++bad_empty;
-        continue;
-      }
-      if (std::isnan(k) != std::isnan(o) || std::isinf(k) != std::isinf(o)) {
-        ++bad;
-        continue;
-      }
-      if (std::isnan(k) || std::isinf(k)) continue;
+      const MapFlag flag = classify_lse(k, o, visible_keys(p, row) == 0, opt.empty_lse);
+      if (flag == MapFlag::unwritten) ++unwritten;
+      if (flag == MapFlag::empty_row_nonzero) ++bad_empty;
+      if (flag == MapFlag::nan_mismatch) ++bad;
+      if (flag != MapFlag::ok) continue;
       const double err = std::fabs(k - o);
       max_abs = std::max(max_abs, err);
       max_rel = std::max(max_rel, err / std::max(std::fabs(o), 1e-30));
-      if (err > tol.lse_atol + tol.lse_rtol * (std::fabs(o) + ref.score_bound[i])) ++bad;
+      if (err > lse_limit(tol, o, ref.score_bound[i])) ++bad;
     }
     r.lse_max_abs = max_abs;
     r.lse_max_rel = max_rel;
@@ -186,6 +293,13 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
         std::to_string(bad) + " rows off by more than atol + rtol*(|lse| + max|score|) (natural log), " + std::to_string(bad_empty) +
             " empty rows not " + (opt.empty_lse == EmptyRowLse::neg_inf ? "-inf" : "+inf") + ", " +
             std::to_string(unwritten) + " unwritten");
+  }
+  if (opt.error_maps) {
+    // Ratio 1 is baseline_relative's limit; when that is not finite (the eager baseline overflowed)
+    // its atol part, and when that is 0 (an all-zero oracle) any error is infinitely far past it.
+    const double atol_part = tol.baseline_atol * max_ref;
+    const double unit = std::isfinite(blimit) && blimit > 0 ? blimit : atol_part > 0 ? atol_part : DBL_MIN;
+    r.maps = error_maps(p, ref, kernel, opt, r, unit);
   }
   return r;
 }

@@ -24,6 +24,7 @@ struct CheckOptions {
   Tolerance tol;
   int64_t tile_q = 128, tile_kv = 128;  // for naming the tile of the worst element
   EmptyRowLse empty_lse = EmptyRowLse::neg_inf;
+  bool error_maps = false;  // also fill Report::maps (a second pass over the output, for the HTML page)
 };
 
 Report verify_output(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt);

@@ -24,7 +24,8 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
     kr.lse = select_rows(p, lse, 1, expected.oracle);
   }
   Report r = verify_output(p, expected, kr,
-                           CheckOptions{tolerance_for(p.dtype), declared.tile_q, declared.tile_kv, declared.empty_lse});
+                           CheckOptions{tolerance_for(p.dtype), declared.tile_q, declared.tile_kv, declared.empty_lse,
+                                        opt.error_maps});
   if (out.oob_writes)
     r.criteria.push_back({"out_of_bounds", *out.oob_writes == 0, static_cast<double>(*out.oob_writes), 0,
                           "canary bytes around o and lse overwritten (writes past the buffers)"});

@@ -34,6 +34,7 @@ struct KernelOutput {
 
 struct JudgeOptions {
   int64_t max_rows = kDefaultMaxRows;  // per (b, h): above this, rows are sampled
+  bool error_maps = false;             // also fill Report::maps, for the HTML page (verify/report_html.h)
 };
 
 // Samples rows (all when Sq ≤ max_rows), builds what is expected of them, restricts the kernel's

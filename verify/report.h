@@ -24,6 +24,47 @@ struct Location {
   double kernel = 0, oracle = 0;
 };
 
+// Where the error lies, element by element, for the HTML page (verify/report_html.h). Filled only
+// when asked (JudgeOptions::error_maps): the default path computes and prints nothing more.
+// Ratios are |o − r| / unit, where unit is baseline_relative's limit, so an element at ratio > 1
+// alone fails that criterion; LSE ratios divide by the row's own LSE tolerance.
+enum class MapFlag : uint8_t {
+  ok = 0,
+  unwritten = 1,         // still the poison
+  nan_mismatch = 2,      // NaN/Inf where the oracle has none, or the reverse (or an Inf of the wrong sign)
+  empty_row_nonzero = 3, // a row with no visible key whose O is not exactly 0 (or LSE not the declared ±inf)
+  nonfinite_match = 4,   // NaN/Inf exactly where the oracle has it: no error to measure
+  empty_row_ok = 5,      // a row with no visible key, written as the convention says
+};
+
+struct FlaggedElement {
+  int64_t b = 0, h = 0, row = 0, col = 0;  // col = -1: the row's LSE
+  MapFlag flag = MapFlag::ok;
+};
+
+struct ErrorMaps {
+  double unit = 0;  // absolute error of ratio 1 (baseline_relative's limit; its atol part if that is not finite)
+  int64_t tile_q = 0, tile_kv = 0, q_tiles = 0, kv_tiles = 0;
+  // [q_tiles × kv_tiles]: the largest ratio over elements (every b, h) whose row lies in q-tile i and
+  // whose row's last visible key lies in kv-tile j; NaN where no checked row falls. tile_flagged
+  // counts the unwritten, NaN-mismatched and non-zero empty-row elements of each cell.
+  std::vector<float> tile_ratio;
+  std::vector<int64_t> tile_flagged;
+  // The head shown element by element: the worst element's (the first head otherwise).
+  int64_t head_b = 0, head_h = 0;
+  std::vector<int64_t> rows;        // the checked rows, ascending
+  std::vector<float> head_ratio;    // [rows × Dv]; NaN where head_flag is not ok
+  std::vector<MapFlag> head_flag;   // [rows × Dv]
+  // Per checked row: that head's LSE ratio and flag, and the largest LSE ratio over every (b, h).
+  // Empty when the kernel wrote no LSE.
+  std::vector<float> lse_ratio, lse_ratio_max;
+  std::vector<MapFlag> lse_flag;
+  // The first kMaxFlagged flagged elements (every b, h, O and LSE), and how many there are in all.
+  static constexpr size_t kMaxFlagged = 1000;
+  std::vector<FlaggedElement> flagged;
+  int64_t flagged_total = 0;
+};
+
 struct Report {
   Problem problem;
   int64_t rows_checked = 0;  // per (batch, head)
@@ -41,6 +82,7 @@ struct Report {
   // What the judge could not look at or did not read, said rather than passed over in silence:
   // e.g. "lse: not checked (the file has no 'lse' tensor)", "metadata key 'format' ignored".
   std::vector<std::string> notes;
+  std::optional<ErrorMaps> maps;  // only when asked for (JudgeOptions::error_maps)
 
   bool pass() const;
   std::vector<std::string> failed() const;

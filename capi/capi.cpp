@@ -1,0 +1,536 @@
+// The C API (capi/flashcheck.h) over the one judge and the runner's campaign: no judging of its own.
+// fc_check decodes the caller's buffers and calls verify/judge.h; fc_fuzz wraps the callback as a
+// host-memory runner Variant (as runner/plugin_loader.cpp wraps a plugin) and runs the very
+// campaign `flashcheck run` runs, so the same seed draws the same problems and failures shrink alike.
+#include "capi/flashcheck.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runner/campaign.h"
+#include "runner/registry.h"
+#include "verify/judge.h"
+#include "verify/report_html.h"
+
+struct fc_report {
+  flashcheck::Report report;
+  std::string text, json, html;  // rendered on demand; kept so the returned pointers stay valid
+};
+
+struct fc_campaign {
+  std::string name;
+  uint64_t seed = 0;
+  flashcheck::VariantSummary summary;
+  std::vector<std::unique_ptr<fc_report>> failures;  // one per summary.failures entry
+  std::string log, json;
+};
+
+namespace flashcheck {
+namespace {
+
+thread_local std::string g_error;
+thread_local std::string g_callback_error;
+
+// A callback asked to stop. Deliberately no std::exception: the campaign's per-case handler counts
+// std::exceptions as kernel errors, and this must pass through it (and through shrinking) to fc_fuzz.
+struct CallbackAbort {
+  std::string why;
+};
+
+struct InvalidArgument : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+template <class F>
+fc_status guarded(F&& f) {
+  try {
+    f();
+    return FC_OK;
+  } catch (const CannotTest& e) {
+    g_error = e.what();
+    return FC_ERR_CANNOT_TEST;
+  } catch (const std::invalid_argument& e) {  // InvalidArgument, InvalidProblem, parse errors
+    g_error = e.what();
+    return FC_ERR_INVALID;
+  } catch (const CallbackAbort& e) {
+    g_error = "the kernel callback aborted the campaign" + (e.why.empty() ? std::string() : ": " + e.why);
+    return FC_ERR_ABORTED;
+  } catch (const std::bad_alloc&) {
+    g_error = "out of memory";
+    return FC_ERR_INTERNAL;
+  } catch (const std::exception& e) {
+    g_error = e.what();
+    return FC_ERR_INTERNAL;
+  } catch (...) {
+    g_error = "unknown error";
+    return FC_ERR_INTERNAL;
+  }
+}
+
+void need(const void* p, const char* what) {
+  if (!p) throw InvalidArgument(std::string(what) + " is NULL");
+}
+
+DType to_dtype(int32_t d) {
+  switch (d) {
+    case FC_F32: return DType::f32;
+    case FC_F16: return DType::f16;
+    case FC_BF16: return DType::bf16;
+  }
+  throw InvalidArgument("dtype " + std::to_string(d) + " is not FC_F32, FC_F16 or FC_BF16");
+}
+
+Causal to_causal(int32_t c) {
+  switch (c) {
+    case FC_MASK_NONE: return Causal::none;
+    case FC_MASK_TOP_LEFT: return Causal::top_left;
+    case FC_MASK_BOTTOM_RIGHT: return Causal::bottom_right;
+  }
+  throw InvalidArgument("causal " + std::to_string(c) + " is not FC_MASK_NONE, FC_MASK_TOP_LEFT or FC_MASK_BOTTOM_RIGHT");
+}
+
+Dist to_dist(int32_t d) {
+  if (d < 0 || d >= static_cast<int32_t>(std::size(kAllDists))) throw InvalidArgument("dist " + std::to_string(d) + " is not an FC_DIST_*");
+  return kAllDists[d];  // FC_DIST_* follow kAllDists' order
+}
+
+int32_t from_dist(Dist d) {
+  for (size_t i = 0; i < std::size(kAllDists); ++i)
+    if (kAllDists[i] == d) return static_cast<int32_t>(i);
+  return FC_DIST_NORMAL;
+}
+
+EmptyRowLse to_empty(int32_t e) {
+  if (e == FC_EMPTY_NEG_INF) return EmptyRowLse::neg_inf;
+  if (e == FC_EMPTY_POS_INF) return EmptyRowLse::pos_inf;
+  throw InvalidArgument("empty_row_lse " + std::to_string(e) + " is not FC_EMPTY_NEG_INF or FC_EMPTY_POS_INF");
+}
+
+Problem unchecked_problem(const fc_attention& a) {
+  Problem p;
+  p.batch = a.batch;
+  p.heads_q = a.heads_q;
+  p.heads_kv = a.heads_kv;
+  p.seq_q = a.seq_q;
+  p.seq_kv = a.seq_kv;
+  p.head_dim_qk = a.head_dim_qk;
+  p.head_dim_v = a.head_dim_v;
+  p.dtype = to_dtype(a.dtype);
+  p.causal = to_causal(a.causal);
+  if (!std::isnan(a.scale)) p.scale = a.scale;
+  return p;
+}
+
+Problem to_problem(const fc_attention* a) {
+  need(a, "problem");
+  Problem p = unchecked_problem(*a);
+  validate(p);
+  return p;
+}
+
+fc_attention to_c(const Problem& p, bool resolve_scale) {
+  fc_attention a{};
+  a.batch = p.batch;
+  a.heads_q = p.heads_q;
+  a.heads_kv = p.heads_kv;
+  a.seq_q = p.seq_q;
+  a.seq_kv = p.seq_kv;
+  a.head_dim_qk = p.head_dim_qk;
+  a.head_dim_v = p.head_dim_v;
+  a.dtype = p.dtype == DType::f32 ? FC_F32 : p.dtype == DType::f16 ? FC_F16 : FC_BF16;
+  a.causal = p.causal == Causal::none ? FC_MASK_NONE : p.causal == Causal::top_left ? FC_MASK_TOP_LEFT : FC_MASK_BOTTOM_RIGHT;
+  a.scale = resolve_scale ? p.softmax_scale() : p.scale.value_or(std::numeric_limits<double>::quiet_NaN());
+  return a;
+}
+
+std::vector<float> widen(DType d, const void* src, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  decode(d, src, n, out.data());
+  return out;
+}
+
+// NaN/Inf in q, k or v are refused unless asked for, as `flashcheck check` does: such inputs test
+// NaN propagation, which the caller should mean.
+void refuse_nonfinite(const char* name, const std::vector<float>& x, int64_t h, int64_t s, int64_t d) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isfinite(x[i])) continue;
+    const int64_t e = static_cast<int64_t>(i);
+    throw CannotTest(std::string("input '") + name + "' holds " + (std::isnan(x[i]) ? "NaN" : "Inf") + " at [" +
+                     std::to_string(e / (h * s * d)) + "," + std::to_string(e / (s * d) % h) + "," + std::to_string(e / d % s) +
+                     "," + std::to_string(e % d) + "]; set allow_nonfinite_inputs to check NaN/Inf propagation instead");
+  }
+}
+
+// The callback as a campaign variant with host memory: the harness fences and poisons its buffers
+// as it does for any kernel.
+class CallbackVariant final : public Variant {
+ public:
+  CallbackVariant(std::string name, Capabilities caps, fc_kernel_callback fn, void* user)
+      : name_(std::move(name)), caps_(std::move(caps)), fn_(fn), user_(user) {}
+  std::string name() const override { return name_; }
+  const Capabilities& caps() const override { return caps_; }
+  void forward(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse, void*) const override {
+    const fc_attention a = to_c(p, true);
+    g_callback_error.clear();
+    const int32_t rc = fn_(user_, &a, q, k, v, o, lse);
+    if (rc == FC_CALLBACK_ABORT) throw CallbackAbort{g_callback_error};
+    if (rc != 0)
+      throw std::runtime_error("kernel '" + name_ + "' returned " + std::to_string(rc) +
+                               (g_callback_error.empty() ? std::string() : ": " + g_callback_error));
+  }
+
+ private:
+  std::string name_;
+  Capabilities caps_;
+  fc_kernel_callback fn_;
+  void* user_;
+};
+
+void check_struct_size(uint32_t got, size_t want, const char* what) {
+  if (got < want)
+    throw InvalidArgument(std::string(what) + ".struct_size is " + std::to_string(got) + ", this library needs at least " +
+                          std::to_string(want) + " (initialise it with " + what + "_init)");
+}
+
+Capabilities caps_from(const fc_fuzz_options& o) {
+  Capabilities c;
+  c.memory = Memory::host;
+  if (o.dtypes == 0 || (o.dtypes & ~7u)) throw InvalidArgument("dtypes mask " + std::to_string(o.dtypes) + " names no dtype or an unknown one");
+  if (o.causals == 0 || (o.causals & ~7u)) throw InvalidArgument("causals mask " + std::to_string(o.causals) + " names no mask or an unknown one");
+  // Bit order is FC_F32, FC_F16, FC_BF16 and FC_MASK_NONE, _TOP_LEFT, _BOTTOM_RIGHT: the order of
+  // Capabilities' defaults, which the generators draw from by position.
+  c.dtypes.clear();
+  for (int32_t d = 0; d < 3; ++d)
+    if (o.dtypes & (1u << d)) c.dtypes.push_back(to_dtype(d));
+  c.causals.clear();
+  for (int32_t m = 0; m < 3; ++m)
+    if (o.causals & (1u << m)) c.causals.push_back(to_causal(m));
+  if (o.head_dims) {
+    if (o.num_head_dims < 1) throw InvalidArgument("head_dims is given with num_head_dims < 1");
+    c.head_dims.assign(o.head_dims, o.head_dims + o.num_head_dims);
+    for (int64_t d : c.head_dims)
+      if (d < 1) throw InvalidArgument("head dim " + std::to_string(d) + " is not positive");
+  }
+  c.dv_ne_dqk = o.dv_ne_dqk != 0;
+  c.gqa = o.gqa != 0;
+  if (o.lse_base == FC_LSE_LOG_E) c.lse_base = LseBase::e;
+  else if (o.lse_base == FC_LSE_LOG_2) c.lse_base = LseBase::two;
+  else if (o.lse_base == FC_LSE_ABSENT) c.lse_base = LseBase::none;
+  else throw InvalidArgument("lse_base " + std::to_string(o.lse_base) + " is not an FC_LSE_*");
+  c.empty_lse = to_empty(o.empty_row_lse);
+  if (o.tile_q < 1 || o.tile_kv < 1) throw InvalidArgument("tile_q and tile_kv must be positive");
+  c.tiles = {{0, o.tile_q, o.tile_kv}};
+  return c;
+}
+
+CampaignOptions campaign_from(const fc_fuzz_options& o) {
+  if (o.cases < 1) throw InvalidArgument("cases must be at least 1");
+  if (o.max_seq < 1) throw InvalidArgument("max_seq must be at least 1");
+  if (o.max_rows < 1) throw InvalidArgument("max_rows must be at least 1");
+  if (!(o.max_work > 0)) throw InvalidArgument("max_work must be positive");
+  CampaignOptions c;
+  c.cases = o.cases;
+  c.seed = o.seed;
+  c.max_seq = o.max_seq;
+  c.max_work = o.max_work;
+  c.max_rows = o.max_rows;
+  c.shrink = o.shrink != 0;
+  c.fail_fast = o.fail_fast != 0;
+  c.progress = o.progress != 0;
+  c.max_failures_kept = std::max<int64_t>(o.max_failures, 0);
+  return c;
+}
+
+fc_case case_to_c(const Case& c) {
+  fc_case out{};
+  out.problem = to_c(c.problem, false);
+  out.dist = from_dist(c.dist);
+  out.input_seed = c.seed;
+  return out;
+}
+
+// The campaign's own reproduce lines name `flashcheck run --kernel`, which cannot run a callback:
+// a failure's report names its case instead, which fc_make_inputs rebuilds.
+std::string case_repro(const Case& c) {
+  return "problem \"" + to_string(c.problem) + "\" with inputs dist=" + std::string(to_string(c.dist)) +
+         " seed=" + std::to_string(c.seed) + " (fc_make_inputs / flashcheck.make_inputs rebuild them)";
+}
+
+}  // namespace
+}  // namespace flashcheck
+
+using namespace flashcheck;
+
+extern "C" {
+
+uint32_t fc_api_version(void) { return FLASHCHECK_API_VERSION; }
+
+const char* fc_last_error(void) { return g_error.c_str(); }
+
+size_t fc_attention_to_string(const fc_attention* p, char* buf, size_t cap) {
+  std::string s;
+  if (guarded([&] {
+        need(p, "problem");
+        s = to_string(unchecked_problem(*p));
+      }) != FC_OK)
+    s.clear();
+  if (buf && cap) {
+    const size_t n = std::min(s.size(), cap - 1);
+    std::memcpy(buf, s.data(), n);
+    buf[n] = '\0';
+  }
+  return s.size();
+}
+
+fc_status fc_attention_parse(const char* line, fc_attention* out) {
+  return guarded([&] {
+    need(line, "line");
+    need(out, "out");
+    Problem p = parse_problem(line);
+    validate(p);
+    *out = to_c(p, false);
+  });
+}
+
+fc_status fc_make_inputs(const fc_attention* pa, int32_t dist, uint64_t seed, void* q, void* k, void* v) {
+  return guarded([&] {
+    const Problem p = to_problem(pa);
+    need(q, "q");
+    need(k, "k");
+    need(v, "v");
+    const Inputs in = make_inputs(p, seed, to_dist(dist));
+    encode(p.dtype, in.q.data(), p.q_elems(), q);
+    encode(p.dtype, in.k.data(), p.k_elems(), k);
+    encode(p.dtype, in.v.data(), p.v_elems(), v);
+  });
+}
+
+const char* fc_dist_name(int32_t dist) {
+  if (dist < 0 || dist >= static_cast<int32_t>(std::size(kAllDists))) return nullptr;
+  return to_string(kAllDists[dist]).data();  // string_views of literals: NUL-terminated
+}
+
+void fc_check_options_init(fc_check_options* o) {
+  if (!o) return;
+  *o = fc_check_options{};
+  o->struct_size = sizeof(fc_check_options);
+  o->lse_base = FC_LSE_LOG_E;
+  o->empty_row_lse = FC_EMPTY_NEG_INF;
+  o->max_rows = kDefaultMaxRows;
+  o->tile_q = o->tile_kv = 128;
+}
+
+fc_status fc_check(const fc_attention* pa, const void* q, const void* k, const void* v, const void* o, const float* lse,
+                   const fc_check_options* opt_in, fc_report** out) {
+  return guarded([&] {
+    need(out, "out");
+    *out = nullptr;
+    fc_check_options opt;
+    fc_check_options_init(&opt);
+    if (opt_in) {
+      check_struct_size(opt_in->struct_size, sizeof(fc_check_options), "fc_check_options");
+      std::memcpy(&opt, opt_in, sizeof opt);
+    }
+    const Problem p = to_problem(pa);
+    need(q, "q");
+    need(k, "k");
+    need(v, "v");
+    need(o, "o");
+    if (opt.lse_base != FC_LSE_LOG_E && opt.lse_base != FC_LSE_LOG_2)
+      throw InvalidArgument("lse_base must be FC_LSE_LOG_E or FC_LSE_LOG_2 (pass lse = NULL for a kernel without one)");
+    if (opt.max_rows < 1 || opt.tile_q < 1 || opt.tile_kv < 1) throw InvalidArgument("max_rows, tile_q and tile_kv must be positive");
+    Inputs in{widen(p.dtype, q, p.q_elems()), widen(p.dtype, k, p.k_elems()), widen(p.dtype, v, p.v_elems())};
+    if (!opt.allow_nonfinite_inputs) {
+      refuse_nonfinite("q", in.q, p.heads_q, p.seq_q, p.head_dim_qk);
+      refuse_nonfinite("k", in.k, p.heads_kv, p.seq_kv, p.head_dim_qk);
+      refuse_nonfinite("v", in.v, p.heads_kv, p.seq_kv, p.head_dim_v);
+    }
+    const std::vector<float> o32 = widen(p.dtype, o, p.o_elems());
+    std::vector<float> lse32;
+    KernelOutput ko{o32, std::nullopt, std::nullopt};
+    if (lse) {
+      lse32.assign(lse, lse + p.lse_elems());
+      ko.lse = lse32;
+    }
+    const Declared declared{opt.lse_base == FC_LSE_LOG_2 ? LseBase::two : LseBase::e, to_empty(opt.empty_row_lse), opt.tile_q,
+                            opt.tile_kv};
+    auto r = std::make_unique<fc_report>();
+    r->report = judge(p, in, ko, declared, JudgeOptions{opt.max_rows, opt.error_maps != 0});
+    *out = r.release();
+  });
+}
+
+int32_t fc_report_pass(const fc_report* r) { return r && r->report.pass() ? 1 : 0; }
+
+int32_t fc_report_failed_count(const fc_report* r) {
+  if (!r) return 0;
+  int32_t n = 0;
+  for (const Criterion& c : r->report.criteria) n += c.pass ? 0 : 1;
+  return n;
+}
+
+const char* fc_report_failed_name(const fc_report* r, int32_t i) {
+  if (!r || i < 0) return nullptr;
+  for (const Criterion& c : r->report.criteria)
+    if (!c.pass && i-- == 0) return c.name.c_str();
+  return nullptr;
+}
+
+int32_t fc_report_worst(const fc_report* r, fc_location* out) {
+  if (!r || !out || !r->report.worst) return 0;
+  const Location& w = *r->report.worst;
+  *out = fc_location{w.b, w.h, w.row, w.col, w.q_tile, w.kv_tile, w.kernel, w.oracle};
+  return 1;
+}
+
+fc_status fc_report_problem(const fc_report* r, fc_attention* out) {
+  return guarded([&] {
+    need(r, "report");
+    need(out, "out");
+    *out = to_c(r->report.problem, false);
+  });
+}
+
+const char* fc_report_text(const fc_report* r) {
+  if (!r) return "";
+  auto* m = const_cast<fc_report*>(r);  // the cached rendering is not part of the report's value
+  m->text = to_text(r->report);
+  return m->text.c_str();
+}
+
+const char* fc_report_json(const fc_report* r) {
+  if (!r) return "";
+  auto* m = const_cast<fc_report*>(r);
+  m->json = to_json(r->report).dump(2);
+  return m->json.c_str();
+}
+
+const char* fc_report_html(const fc_report* r) {
+  if (!r) return "";
+  auto* m = const_cast<fc_report*>(r);
+  m->html = to_html(r->report);
+  return m->html.c_str();
+}
+
+fc_status fc_report_set_repro(fc_report* r, const char* command) {
+  return guarded([&] {
+    need(r, "report");
+    need(command, "command");
+    r->report.repro = command;
+  });
+}
+
+void fc_report_free(fc_report* r) { delete r; }
+
+void fc_set_callback_error(const char* message) { g_callback_error = message ? message : ""; }
+
+void fc_fuzz_options_init(fc_fuzz_options* o) {
+  if (!o) return;
+  const CampaignOptions c;
+  *o = fc_fuzz_options{};
+  o->struct_size = sizeof(fc_fuzz_options);
+  o->name = "kernel";
+  o->cases = c.cases;
+  o->seed = c.seed;
+  o->max_seq = c.max_seq;
+  o->max_work = c.max_work;
+  o->max_rows = c.max_rows;
+  o->dtypes = (1u << FC_F32) | (1u << FC_F16) | (1u << FC_BF16);
+  o->causals = (1u << FC_MASK_NONE) | (1u << FC_MASK_TOP_LEFT) | (1u << FC_MASK_BOTTOM_RIGHT);
+  o->dv_ne_dqk = 1;
+  o->gqa = 1;
+  o->lse_base = FC_LSE_LOG_E;
+  o->empty_row_lse = FC_EMPTY_NEG_INF;
+  o->tile_q = o->tile_kv = 128;
+  o->shrink = 1;
+  o->fail_fast = 0;
+  o->max_failures = c.max_failures_kept;
+  o->progress = 0;
+}
+
+fc_status fc_draw_case(const fc_fuzz_options* opt, int64_t index, fc_case* out) {
+  return guarded([&] {
+    need(opt, "options");
+    need(out, "out");
+    check_struct_size(opt->struct_size, sizeof(fc_fuzz_options), "fc_fuzz_options");
+    if (index < 0) throw InvalidArgument("case index must not be negative");
+    const ProblemSpace space = space_for(caps_from(*opt), campaign_from(*opt));
+    *out = case_to_c(campaign_case(space, opt->seed, index));
+  });
+}
+
+fc_status fc_fuzz(fc_kernel_callback kernel, void* user, const fc_fuzz_options* opt, fc_campaign** out) {
+  return guarded([&] {
+    need(out, "out");
+    *out = nullptr;
+    need(reinterpret_cast<const void*>(kernel), "kernel");
+    need(opt, "options");
+    check_struct_size(opt->struct_size, sizeof(fc_fuzz_options), "fc_fuzz_options");
+    const std::string name = opt->name && *opt->name ? opt->name : "kernel";
+    const CallbackVariant variant(name, caps_from(*opt), kernel, user);
+    const CampaignOptions copt = campaign_from(*opt);
+    auto c = std::make_unique<fc_campaign>();
+    c->name = name;
+    c->seed = opt->seed;
+    std::ostringstream log;
+    c->summary = run_campaign(variant, copt, log);
+    c->log = log.str();
+    if (c->summary.unavailable) throw CannotTest("nothing to fuzz: " + *c->summary.unavailable);
+    for (CaseOutcome& f : c->summary.failures) {
+      auto r = std::make_unique<fc_report>();
+      f.report.repro = case_repro(f.c);
+      r->report = f.report;
+      c->failures.push_back(std::move(r));
+    }
+    *out = c.release();
+  });
+}
+
+void fc_campaign_get_summary(const fc_campaign* c, fc_campaign_summary* out) {
+  if (!c || !out) return;
+  const VariantSummary& s = c->summary;
+  *out = fc_campaign_summary{s.cases, s.passed, s.failed, s.skipped, s.worst_cos};
+}
+
+int64_t fc_campaign_failure_count(const fc_campaign* c) { return c ? static_cast<int64_t>(c->failures.size()) : 0; }
+
+fc_status fc_campaign_failure(fc_campaign* c, int64_t i, fc_case* out_case, fc_report** out_report) {
+  return guarded([&] {
+    need(c, "campaign");
+    if (i < 0 || i >= static_cast<int64_t>(c->failures.size()))
+      throw InvalidArgument("failure " + std::to_string(i) + " out of range (" + std::to_string(c->failures.size()) + " kept)");
+    if (out_case) *out_case = case_to_c(c->summary.failures[static_cast<size_t>(i)].c);
+    if (out_report) *out_report = c->failures[static_cast<size_t>(i)].get();
+  });
+}
+
+const char* fc_campaign_json(const fc_campaign* c) {
+  if (!c) return "";
+  const VariantSummary& s = c->summary;
+  nlohmann::json j{{"name", c->name}, {"seed", c->seed},     {"cases", s.cases},
+                   {"passed", s.passed}, {"failed", s.failed}, {"skipped", s.skipped},
+                   {"worst_cos", s.worst_cos}};
+  j["failures"] = nlohmann::json::array();
+  for (size_t i = 0; i < s.failures.size(); ++i) {
+    const Case& k = s.failures[i].c;
+    j["failures"].push_back({{"problem", to_string(k.problem)},
+                             {"dist", std::string(to_string(k.dist))},
+                             {"input_seed", k.seed},
+                             {"report", to_json(c->failures[i]->report)}});
+  }
+  auto* m = const_cast<fc_campaign*>(c);
+  m->json = j.dump(2);
+  return m->json.c_str();
+}
+
+const char* fc_campaign_log(const fc_campaign* c) { return c ? c->log.c_str() : ""; }
+
+void fc_campaign_free(fc_campaign* c) { delete c; }
+
+}  // extern "C"

@@ -1,0 +1,16 @@
+"""flashcheck from Python: judge an attention forward's output in one line, fuzz a kernel with
+shrinking. A ctypes binding of libflashcheck.so (capi/flashcheck.h); numpy is required, torch is
+optional (CPU or CUDA tensors, bfloat16 included, never converted to another dtype).
+
+    import flashcheck
+    report = flashcheck.check(q, k, v, o, lse, causal="bottom_right")   # -> Report; bool() is the verdict
+    flashcheck.assert_close(q, k, v, o, causal="top_left")              # for pytest
+    flashcheck.fuzz(lambda q, k, v, p: my_attention(q, k, v, p.scale), backend="torch", causal="none")
+"""
+from ._api import Problem, Report, Worst, assert_close, check, make_inputs, replay
+from ._fuzz import Failure, FuzzResult, fuzz
+from ._lib import API_VERSION, FlashcheckError
+from ._tensors import bf16_to_float32, float32_to_bf16
+
+__all__ = ["check", "assert_close", "fuzz", "replay", "make_inputs", "Problem", "Report", "Worst", "Failure",
+           "FuzzResult", "FlashcheckError", "bf16_to_float32", "float32_to_bf16", "API_VERSION"]

@@ -1,0 +1,248 @@
+"""flashcheck.fuzz: a Python kernel through flashcheck's campaign (the one `flashcheck run` runs)."""
+import ctypes
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from . import _lib
+from ._api import Problem, Report, deliver, make_inputs, read_buffer, replay, resolve_backend, split_output
+from ._tensors import lse_bits, to_bits
+
+
+class Failure:
+    """One kept failing case, shrunk: its problem, input distribution and seed, the report, and the
+    Python that reproduces it."""
+
+    def __init__(self, problem, dist, seed, report, repro):
+        self.problem, self.dist, self.seed, self.report, self.repro = problem, dist, seed, report, repro
+
+    def __repr__(self):
+        return f"<flashcheck.Failure {self.problem.line} dist={self.dist} seed={self.seed}>"
+
+
+class FuzzResult:
+    """The campaign's outcome: bool() is True when no case failed; str() is what fuzz printed."""
+
+    def __init__(self, name, seed, counts, failures, campaign, text):
+        self.name, self.seed = name, seed
+        self.cases, self.passed, self.failed, self.skipped = counts
+        self.failures = failures
+        self._campaign = campaign
+        self._text = text
+
+    def __bool__(self):
+        return self.failed == 0
+
+    def to_dict(self):
+        """Summary and every kept failure's case and report (with its Python reproduction)."""
+        return json.loads(_lib.lib().fc_campaign_json(self._campaign.handle).decode())
+
+    def __str__(self):
+        return self._text
+
+    def __repr__(self):
+        return (f"<flashcheck.FuzzResult {self.name}: {self.passed} passed, {self.failed} failed, "
+                f"{self.skipped} skipped of {self.cases} (seed {self.seed})>")
+
+
+class _Campaign:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __del__(self):
+        if self.handle:
+            try:
+                _lib.lib().fc_campaign_free(self.handle)
+            except Exception:  # noqa: BLE001 - interpreter shutdown may have torn the module down
+                pass
+            self.handle = None
+
+
+def _kernel_ref(kernel):
+    """(import line or None, expression) naming the kernel in reproduction code."""
+    module = getattr(kernel, "__module__", None)
+    qualname = getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None)
+    if not qualname or "<" in qualname or not module:
+        return None, "kernel"
+    top = qualname.split(".")[0]
+    if module == "__main__":
+        return None, qualname
+    return f"from {module} import {top}", qualname
+
+
+def _bits_for_output(x, kind, shape, layout, name):
+    """A kernel's output as raw bits in the problem's dtype, BHSD, checked against what it must be."""
+    a, got = to_bits(x, name)
+    if got != kind:
+        raise TypeError(f"the kernel returned {name} as {got} for a {kind} problem; return the problem's dtype "
+                        "(flashcheck never rounds a kernel's output)")
+    if layout == "bshd" and a.ndim == 4:
+        a = np.ascontiguousarray(a.transpose(0, 2, 1, 3))
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"the kernel returned {name} of shape {tuple(a.shape)} (as BHSD), expected {tuple(shape)}")
+    return a
+
+
+def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, max_seq=300, *, lse_base="auto",
+         empty_row_lse="-inf", gqa=True, dv_ne_dqk=True, backend="numpy", device=None, layout="bhsd", name=None,
+         shrink=True, max_failures=1, fail_fast=False, tile_q=128, tile_kv=128, max_rows=4096, max_work=3e7,
+         html_dir=None, verbose=True, progress=None):
+    """Fuzzes kernel(q, k, v, problem) -> o or (o, lse) over random problems and inputs.
+
+    Problems come from flashcheck's generators with `flashcheck run`'s case numbering: the same seed
+    and declared space (dtypes, head_dims, causal, gqa, dv_ne_dqk, max_seq) give the same problems.
+    Each output is judged like `flashcheck check`; failures are shrunk (batch, heads, sequence
+    lengths, head dims, distribution) and the smallest is printed with Python that reproduces it.
+
+    kernel: receives q, k, v (BHSD, or BSHD with layout="bshd") as numpy arrays (float32, float16;
+    bf16 as uint16 bit patterns) or, with backend="torch", torch tensors on `device` (default cuda
+    when available), and a flashcheck.Problem (shapes, causal, dtype, scale). It returns o in the
+    problem's dtype, and optionally lse (float32 [B, Hq, Sq]).
+    dtypes: of "f32", "f16", "bf16" (default: all for torch, f32 and f16 for numpy). head_dims:
+    Dqk/Dv values the kernel takes (default 16..256 as flashcheck run). causal: masks it takes, of
+    "none", "top_left", "bottom_right" (default all). lse_base: "e", "2", None (writes none) or
+    "auto" (one call decides whether it returns an LSE; its base is then taken as "e": a base-2 LSE
+    must be declared). empty_row_lse: "-inf" or "+inf". html_dir: write an HTML report per kept
+    failure there. Returns a FuzzResult (falsy when any case failed).
+    """
+    backend, device = resolve_backend(backend, device)
+    if dtypes is None:
+        dtypes = ("f32", "f16", "bf16") if backend == "torch" else ("f32", "f16")
+    dtypes = (dtypes,) if isinstance(dtypes, str) else tuple(dtypes)
+    causals = ("none", "top_left", "bottom_right") if causal is None else \
+        ((causal,) if isinstance(causal, str) else tuple(causal))
+    for d in dtypes:
+        if d not in _lib.DTYPES:
+            raise ValueError(f"dtypes must be among {sorted(_lib.DTYPES)}, got {d!r}")
+    for c in causals:
+        if c not in _lib.CAUSALS:
+            raise ValueError(f"causal must be among {sorted(_lib.CAUSALS)}, got {c!r}")
+    if lse_base not in ("auto", "e", "2", None):
+        raise ValueError(f"lse_base must be 'auto', 'e', '2' or None, got {lse_base!r}")
+    if empty_row_lse not in _lib.EMPTY_ROW_LSE:
+        raise ValueError(f"empty_row_lse must be '-inf' or '+inf', got {empty_row_lse!r}")
+    name = name or getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or "kernel"
+
+    opt = _lib.init(_lib.FuzzOptions)
+    name_bytes = name.encode()
+    opt.name = name_bytes
+    opt.cases, opt.seed, opt.max_seq, opt.max_work, opt.max_rows = int(cases), int(seed), int(max_seq), float(max_work), int(max_rows)
+    opt.dtypes = sum(1 << _lib.DTYPES[d] for d in set(dtypes))
+    opt.causals = sum(1 << _lib.CAUSALS[c] for c in set(causals))
+    dims = None
+    if head_dims is not None:
+        dims = (ctypes.c_int64 * len(head_dims))(*[int(d) for d in head_dims])
+        opt.head_dims, opt.num_head_dims = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64)), len(head_dims)
+    opt.dv_ne_dqk, opt.gqa = int(bool(dv_ne_dqk)), int(bool(gqa))
+    opt.empty_row_lse = _lib.EMPTY_ROW_LSE[empty_row_lse]
+    opt.tile_q, opt.tile_kv = int(tile_q), int(tile_kv)
+    opt.shrink, opt.fail_fast, opt.max_failures = int(bool(shrink)), int(bool(fail_fast)), int(max_failures)
+    opt.progress = int(sys.stderr.isatty() if progress is None else bool(progress))
+
+    if lse_base == "auto":
+        # A call on a drawn problem tells whether the kernel returns an LSE (its base is never
+        # guessed: "e" unless declared). A kernel may reject some problems, so a few are tried.
+        opt.lse_base = _lib.FC_LSE_LOG_E
+        first_error = None
+        for index in range(10):
+            drawn = _lib.Case()
+            _lib.ok(_lib.lib().fc_draw_case(ctypes.byref(opt), index, ctypes.byref(drawn)), "fuzz")
+            p0 = Problem._from_c(drawn.problem)
+            q, k, v = make_inputs(p0, _lib.DISTS[drawn.dist], drawn.input_seed, backend=backend, device=device,
+                                  layout=layout)
+            try:
+                out = kernel(q, k, v, p0)
+            except Exception as e:  # noqa: BLE001 - the campaign will report it case by case
+                first_error = first_error or e
+                continue
+            lse_base = "e" if split_output(out)[1] is not None else None
+            break
+        else:
+            raise RuntimeError("flashcheck.fuzz: the kernel raised on each of the first 10 drawn problems, so whether "
+                               "it returns an LSE is unknown; pass lse_base ('e', '2' or None)") from first_error
+    opt.lse_base = _lib.LSE_BASES[lse_base]
+
+    errors = []  # (problem line, formatted traceback) of kernel exceptions
+    interrupted = []
+
+    def call(user, pa, qp, kp, vp, op, lp):
+        try:
+            p = Problem._from_c(pa.contents)
+            ins = [deliver(read_buffer(ptr, shape, p.dtype), p.dtype, backend, device, layout)
+                   for ptr, shape in ((qp, p.q_shape), (kp, p.k_shape), (vp, p.v_shape))]
+            o, lse = split_output(kernel(*ins, p))
+            ob = _bits_for_output(o, p.dtype, p.o_shape, layout, "o")
+            ctypes.memmove(op, ob.ctypes.data, ob.nbytes)
+            if lp:
+                if lse is None:
+                    raise TypeError("the kernel returned no LSE, but the campaign declares one (lse_base="
+                                    f"{lse_base!r}); pass lse_base=None for a kernel without LSE")
+                lb = lse_bits(lse)
+                if lb.shape != p.lse_shape:
+                    raise ValueError(f"the kernel returned lse of shape {lb.shape}, expected {p.lse_shape}")
+                ctypes.memmove(ctypes.cast(lp, ctypes.c_void_p).value, lb.ctypes.data, lb.nbytes)
+            return 0
+        except Exception as e:  # a kernel error fails this case, as a throwing kernel does in `flashcheck run`
+            if len(errors) < 3:
+                errors.append((_lib.problem_line(pa.contents), traceback.format_exc()))
+            _lib.lib().fc_set_callback_error(f"{type(e).__name__}: {e}".encode(errors="replace"))
+            return 1
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: stop the campaign, then re-raise
+            interrupted.append(e)
+            _lib.lib().fc_set_callback_error(type(e).__name__.encode())
+            return _lib.FC_CALLBACK_ABORT
+
+    callback = _lib.KERNEL_CALLBACK(call)
+    handle = ctypes.c_void_p()
+    status = _lib.lib().fc_fuzz(callback, None, ctypes.byref(opt), ctypes.byref(handle))
+    if interrupted:
+        raise interrupted[0]
+    _lib.ok(status, "flashcheck.fuzz")
+    campaign = _Campaign(handle.value)
+    summary = _lib.CampaignSummary()
+    _lib.lib().fc_campaign_get_summary(campaign.handle, ctypes.byref(summary))
+
+    import_line, expr = _kernel_ref(kernel)
+    extra = "".join(f", {k}={v!r}" for k, v, default in (
+        ("lse_base", lse_base, "e"), ("empty_row_lse", empty_row_lse, "-inf"), ("backend", backend, "numpy"),
+        ("layout", layout, "bhsd")) if v != default)
+    failures = []
+    for i in range(_lib.lib().fc_campaign_failure_count(campaign.handle)):
+        case, rh = _lib.Case(), ctypes.c_void_p()
+        _lib.ok(_lib.lib().fc_campaign_failure(campaign.handle, i, ctypes.byref(case), ctypes.byref(rh)), "fuzz")
+        p, dist = Problem._from_c(case.problem), _lib.DISTS[case.dist]
+        call_line = f"flashcheck.replay({expr}, {p.line!r}, dist={dist!r}, seed={case.input_seed}{extra})"
+        report = Report(rh.value, owner=campaign)
+        report._set_repro(call_line)
+        lines = ["import flashcheck"]
+        if import_line:
+            lines.append(import_line)
+        elif expr == "kernel":
+            lines.append("kernel = ...  # the kernel you fuzzed (a lambda or a local function cannot be imported)")
+        lines += [f"report = {call_line}", "print(report)"]
+        failures.append(Failure(p, dist, case.input_seed, report, "\n".join(lines)))
+        if html_dir is not None:
+            Path(html_dir).mkdir(parents=True, exist_ok=True)
+            replay(kernel, p, dist, case.input_seed, lse_base=lse_base, empty_row_lse=empty_row_lse, backend=backend,
+                   device=device, layout=layout, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
+                   html=Path(html_dir) / f"{name.replace('/', '_')}_{i}.html")
+
+    out = [f"flashcheck.fuzz {name}: {summary.passed} passed, {summary.failed} failed, {summary.skipped} skipped "
+           f"of {summary.cases} cases (seed {seed}, dtypes {'/'.join(dtypes)}, causal {'/'.join(causals)})"]
+    if errors:
+        out.append(f"the kernel raised on {len(errors)}{'+' if len(errors) == 3 else ''} case(s); the first, on "
+                   f"{errors[0][0]}:\n{errors[0][1].rstrip()}")
+    if failures:
+        f = failures[0]
+        out.append(f"smallest failing case{'' if shrink else ' (not shrunk)'}: {f.problem.line}   inputs: "
+                   f"dist={f.dist} seed={f.seed}")
+        out.append(str(f.report).rstrip())
+        out.append("reproduce in Python:\n    " + f.repro.replace("\n", "\n    "))
+    text = "\n".join(out) + "\n"
+    if verbose:
+        print(text, end="")
+    return FuzzResult(name, seed, (summary.cases, summary.passed, summary.failed, summary.skipped), failures,
+                      campaign, text)

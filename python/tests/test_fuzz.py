@@ -1,0 +1,153 @@
+"""flashcheck.fuzz over numpy kernels: a correct one passes in every dtype; each real bug class fails
+and shrinks to a small problem that still shows it; the printed Python reproduces the failure."""
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+import flashcheck
+import kernels
+from conftest import seed_for
+
+SMALL = dict(cases=30, max_seq=64)
+
+
+def fuzz(kernel, salt, **kw):
+    args = dict(SMALL, seed=seed_for(salt), verbose=False)
+    args.update(kw)
+    return flashcheck.fuzz(kernel, **args)
+
+
+@pytest.mark.parametrize("kernel", [kernels.reference, kernels.correct_blocked])
+def test_a_correct_kernel_passes_in_every_dtype(kernel):
+    r = fuzz(kernel, 1, dtypes=("f32", "f16", "bf16"))
+    assert r, str(r)
+    assert r.passed == r.cases == 30 and r.failures == []
+
+
+def first_drawn_failure(kernel, salt, **kw):
+    """The campaign's first failing case as drawn, before shrinking."""
+    raw = fuzz(kernel, salt, shrink=False, fail_fast=True, **kw)
+    assert not raw, f"no case failed: {raw!r}"
+    return raw.failures[0].problem
+
+
+def shrunk(kernel, salt, **kw):
+    r = fuzz(kernel, salt, **kw)
+    assert not r, f"the bug went unnoticed: {r!r}"
+    f = r.failures[0]
+    drawn = first_drawn_failure(kernel, salt, **kw)
+    # The first failing case is the one kept and shrunk: nothing of it grows, something shrinks.
+    dims = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim_qk")
+    assert all(getattr(f.problem, d) <= getattr(drawn, d) for d in dims), (f.problem, drawn)
+    assert any(getattr(f.problem, d) < getattr(drawn, d) for d in dims), (f.problem, drawn)
+    assert (f.problem.batch, f.problem.heads_q) == (1, 1), f.problem
+    return f
+
+
+def test_wrong_causal_alignment_shrinks_to_unequal_lengths():
+    f = shrunk(kernels.wrong_causal_alignment, 2, causal="bottom_right")
+    p = f.problem
+    # Top-left and bottom-right agree when Sq == Skv: the minimal case is a tiny unequal pair.
+    assert p.causal == "bottom_right" and p.seq_q != p.seq_kv and p.seq_q + p.seq_kv <= 4, p
+
+
+def test_dropped_tail_tile_shrinks_below_one_tile():
+    f = shrunk(kernels.dropped_tail_tile, 3)
+    p = f.problem
+    assert p.seq_kv % kernels.TILE != 0 and p.seq_kv < kernels.TILE and p.seq_q <= 2, p
+    assert "nan_inf_positions" in f.report.failed
+
+
+def test_undeclared_base2_lse_fails_lse_alone():
+    f = shrunk(kernels.lse_base2, 4)
+    assert f.report.failed == ["lse"], str(f.report)
+    assert f.problem.seq_q <= 2 and f.problem.seq_kv <= 2, f.problem
+    # Declared, the same kernel passes: the base is converted, never guessed.
+    assert fuzz(kernels.lse_base2, 4, lse_base="2")
+
+
+def test_missing_rescale_needs_two_tiles():
+    f = shrunk(kernels.missing_rescale, 5)
+    assert f.problem.seq_kv > kernels.TILE, f.problem  # with one tile the max never moves
+    assert {"cosine", "baseline_relative"} <= set(f.report.failed), str(f.report)
+
+
+def test_the_printed_python_reproduces_the_failure():
+    r = fuzz(kernels.wrong_causal_alignment, 6, causal="bottom_right")
+    f = r.failures[0]
+    assert "reproduce in Python:\n    " + f.repro.replace("\n", "\n    ") in str(r)
+    assert "from kernels import wrong_causal_alignment" in f.repro
+    scope = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(f.repro, scope)  # noqa: S102 - the very lines a user would paste
+    again = scope["report"]
+    assert not again and again.problem == f.problem and again.failed == f.report.failed
+    assert out.getvalue() == str(again) + "\n"
+    call = f.repro.splitlines()[-2]
+    assert call.startswith("report = ") and str(f.report).endswith("reproduce: " + call[len("report = "):] + "\n")
+
+
+def test_the_same_seed_draws_the_same_problems():
+    seen = [[], [], []]
+
+    def recorder(i):
+        def k(q, k, v, p):
+            seen[i].append(p.line)
+            return kernels.reference(q, k, v, p)
+        return k
+
+    for i, salt in enumerate((7, 7, 8)):
+        fuzz(recorder(i), salt, cases=8)
+    assert seen[0] == seen[1] and seen[0] != seen[2]
+
+
+def test_a_kernel_without_lse_is_judged_on_o():
+    r = fuzz(lambda q, k, v, p: kernels.reference(q, k, v, p)[0], 9, cases=5)
+    assert r, str(r)
+    # Declaring an LSE the kernel does not return fails every case, saying why.
+    r = fuzz(lambda q, k, v, p: kernels.reference(q, k, v, p)[0], 9, cases=3, lse_base="e", shrink=False)
+    assert r.failed == 3 and "pass lse_base=None" in str(r.failures[0].report)
+
+
+def test_kernel_errors_fail_cases_and_name_the_exception():
+    def picky(q, k, v, p):
+        if p.seq_kv > 20:
+            raise ValueError("too long for me")
+        return kernels.reference(q, k, v, p)
+
+    r = fuzz(picky, 10, cases=15)
+    assert not r
+    assert "ValueError: too long for me" in str(r.failures[0].report)
+    assert "Traceback" in str(r) and "too long for me" in str(r)
+    assert r.failures[0].problem.seq_kv == 21  # shrunk to the edge of the bug
+
+
+def test_an_output_in_another_dtype_is_refused_not_rounded():
+    r = fuzz(lambda q, k, v, p: (kernels.reference(q, k, v, p)[0].astype(np.float64),), 11, cases=3, shrink=False)
+    assert r.failed == 3 and "o is numpy float64" in str(r.failures[0].report)
+    assert "never converts" in str(r.failures[0].report)
+
+
+def test_interrupt_stops_the_campaign():
+    calls = []
+
+    def interrupted(q, k, v, p):
+        calls.append(p)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return kernels.reference(q, k, v, p)
+
+    with pytest.raises(KeyboardInterrupt):
+        fuzz(interrupted, 12, cases=20, lse_base="e")
+    assert len(calls) == 3
+
+
+def test_html_pages_for_failures(tmp_path):
+    r = fuzz(kernels.missing_rescale, 13, html_dir=tmp_path, cases=20)
+    assert not r
+    pages = sorted(tmp_path.glob("*.html"))
+    assert len(pages) == 1 and 'id="tiles"' in pages[0].read_text()
+    d = r.to_dict()
+    assert d["failed"] == r.failed and d["failures"][0]["report"]["repro"].startswith("flashcheck.replay(")
