@@ -31,10 +31,10 @@ int64_t mod(int64_t x, int64_t m) { return ((x % m) + m) % m; }
 void check_tiles(const ProblemSpace& s) {
   for (size_t i = 0; i < s.tiles.size(); ++i) {
     const TileShape& t = s.tiles[i];
-    if (t.head_dim < 1 || t.block_m < 1 || t.block_n < 1)
-      throw std::invalid_argument("ProblemSpace.tiles[" + std::to_string(i) + "]: head_dim, block_m and block_n must be >= 1, got {" +
-                                  std::to_string(t.head_dim) + ", " + std::to_string(t.block_m) + ", " +
-                                  std::to_string(t.block_n) + "}");
+    if (t.head_dim < 1 || t.block_q < 1 || t.block_kv < 1)
+      throw std::invalid_argument("ProblemSpace.tiles[" + std::to_string(i) + "]: head_dim, block_q and block_kv must be >= 1, got {" +
+                                  std::to_string(t.head_dim) + ", " + std::to_string(t.block_q) + ", " +
+                                  std::to_string(t.block_kv) + "}");
     for (size_t j = 0; j < i; ++j)
       if (s.tiles[j].head_dim == t.head_dim)
         throw std::invalid_argument("ProblemSpace.tiles declares head_dim " + std::to_string(t.head_dim) + " twice");
@@ -70,8 +70,8 @@ std::pair<int64_t, int64_t> boundary_lengths(int64_t max_seq, const TileShape& t
   if (*rc::gen::inRange(0, 10) == 0) return legacy_lengths(max_seq);
   // The modulus: lcm(BM, BN) makes a residue one for both tiles at once (with BN | BM it is BM);
   // BM or BN alone also reaches lengths such as BN + 1 that are mid-tile for the other.
-  const int64_t l = std::lcm(t.block_m, t.block_n);
-  std::vector<int64_t> moduli{t.block_m, t.block_n};
+  const int64_t l = std::lcm(t.block_q, t.block_kv);
+  std::vector<int64_t> moduli{t.block_q, t.block_kv};
   if (l - 2 <= max_seq) moduli.insert(moduli.end(), {l, l, l});
   const int64_t m = *rc::gen::elementOf(moduli);
   const auto [a, b] = *rc::gen::elementOf(std::vector<std::pair<int64_t, int64_t>>(std::begin(kResiduePairs), std::end(kResiduePairs)));
@@ -82,7 +82,7 @@ std::pair<int64_t, int64_t> boundary_lengths(int64_t max_seq, const TileShape& t
   // draws each. With BN | BM the draws above already reach a tile ± 1 often; with tiles such as
   // 128 × 80 they would not.
   const auto near_tile = [&] {
-    return *rc::gen::elementOf(std::vector<int64_t>{t.block_m, t.block_n}) + *rc::gen::inRange<int64_t>(-1, 2);
+    return *rc::gen::elementOf(std::vector<int64_t>{t.block_q, t.block_kv}) + *rc::gen::inRange<int64_t>(-1, 2);
   };
   switch (*rc::gen::inRange(0, 12)) {
     case 0: out.first = 1; break;
@@ -224,14 +224,14 @@ std::vector<ClassCount> boundary_statistics(const ProblemSpace& s, const std::ve
     const int64_t values[] = {p.seq_q, p.seq_kv, p.seq_kv - p.seq_q};
     for (int qi = 0; qi < 3; ++qi)
       for (int ti = 0; ti < 2; ++ti) {
-        const int64_t m = ti == 0 ? t.block_m : t.block_n;
+        const int64_t m = ti == 0 ? t.block_q : t.block_kv;
         // With BM = BN (or a tile of 4 or fewer) one residue can name two classes: count it once each.
         for (int ri = 0; ri < 5; ++ri)
           if (mod(values[qi], m) == mod(kResidues[ri], m))
             ++out[static_cast<size_t>((qi * 2 + ti) * 5 + ri)].hits;
       }
     auto near_tile = [&](int64_t x) {
-      for (int64_t m : {t.block_m, t.block_n})
+      for (int64_t m : {t.block_q, t.block_kv})
         if (x >= m - 1 && x <= m + 1) return true;
       return false;
     };

@@ -13,15 +13,7 @@
 
 namespace flashcheck {
 
-// A kernel's tiles at one head dim (Dqk): block_m query rows per block, block_n keys per KV tile.
-// Bugs in tiled kernels live at these moduli (tails, diagonals, fully masked tiles), so the
-// generator aims its sequence lengths there.
-struct TileShape {
-  int64_t head_dim = 0;
-  int64_t block_m = 0;
-  int64_t block_n = 0;
-  bool operator==(const TileShape&) const = default;
-};
+// The kernel's tiles at a head dim (Dqk): TileShape, from reference/conventions.h.
 
 // What a campaign or property may draw. Defaults keep one case cheap enough for a 2-core CI.
 struct ProblemSpace {

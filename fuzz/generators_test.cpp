@@ -189,7 +189,7 @@ TEST(Generators, BadTileTablesAreNamed) {
   s.tiles = {{128, 128, 0}};
   try {
     (void)gen_case(s);
-    ADD_FAILURE() << "a zero block_n was accepted";
+    ADD_FAILURE() << "a zero block_kv was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("tiles[0]"), std::string::npos) << e.what();
   }

@@ -11,13 +11,6 @@
 
 namespace flashcheck {
 
-// One row of a kernel's tile table: the (query, key) tile it uses at a head dim.
-struct TileShape {
-  int64_t head_dim = 0;  // Dqk
-  int64_t block_q = 128, block_kv = 128;
-  int causal = -1;       // -1 any mode; 0 only non-causal; 1 only causal (kernels that tile them apart)
-};
-
 // The numerics a kernel mirrors, so the blocked replica can reproduce it (tests compare a kernel
 // with the replica at its own numerics, never by its name).
 struct KernelNumerics {

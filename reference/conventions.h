@@ -31,6 +31,15 @@ struct CannotTest : std::runtime_error {
 inline constexpr double kLog2e = 1.4426950408889634074;
 inline constexpr double kLn2 = 0.69314718055994530942;
 
+// One row of a kernel's tile table: the (query, key) tile it uses at a head dim. The generators aim
+// sequence lengths at these tiles' boundaries; the judge names the tile of a failing element.
+struct TileShape {
+  int64_t head_dim = 0;  // Dqk
+  int64_t block_q = 128, block_kv = 128;
+  int causal = -1;       // -1 any mode; 0 only non-causal; 1 only causal (kernels that tile them apart)
+  bool operator==(const TileShape&) const = default;
+};
+
 // Rows per (batch, head) checked exactly before the CPU oracle samples (first/last 64 + a spread).
 inline constexpr int64_t kDefaultMaxRows = 4096;
 

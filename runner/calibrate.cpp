@@ -19,6 +19,9 @@ void calibrate(int64_t cases, uint64_t seed, std::ostream& out) {
   for (DType d : {DType::f32, DType::f16, DType::bf16}) {
     ProblemSpace space;
     space.dtypes = {d};
+    // The uniform draw the published figures (verify/TOLERANCE.md) were measured on; the
+    // boundary-aware, hostile-heavy draw is held to the same policy by the checker properties.
+    space.boundary_aware = false;
     std::map<std::string, std::vector<double>> m;
     int64_t false_failures = 0;
     for (int64_t c = 0; c < cases; ++c) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -23,7 +24,38 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   s.allow_dv_ne_dqk = caps.dv_ne_dqk;
   if (!caps.gqa) s.max_group = 1;
   s.max_work = opt.max_work;
+  // The generators aim lengths at the kernel's own tile boundaries: one row per declared head dim
+  // (the non-causal tiles where a kernel tiles the modes apart).
+  for (int64_t d : caps.head_dims) {
+    TileShape t = caps.tile_for(d, false);
+    s.tiles.push_back({d, t.block_q, t.block_kv});
+  }
   return s;
+}
+
+Case load_case(const Case& c, const ProblemSpace& space, const CampaignOptions& opt) {
+  Case out = c;
+  Problem& p = out.problem;
+  const TileShape t = tile_for(space, p.head_dim_qk);
+  const int64_t step = std::lcm(t.block_q, t.block_kv);
+  // The same multiple of `step` on both lengths keeps Sq, Skv and Skv − Sq in their residue
+  // classes modulo both tiles: the boundary the generator aimed at survives the growth.
+  int64_t add = 0;
+  while (std::min(p.seq_q, p.seq_kv) + add < opt.load_min_seq && std::max(p.seq_q, p.seq_kv) + add + step <= space.max_seq)
+    add += step;
+  p.seq_q += add;
+  p.seq_kv += add;
+  if (p.batch * p.heads_q < opt.load_min_bh) p.batch = (opt.load_min_bh + p.heads_q - 1) / p.heads_q;
+  auto work = [](const Problem& q) {
+    return static_cast<double>(q.batch * q.heads_q) * static_cast<double>(q.seq_q) * static_cast<double>(q.seq_kv) *
+           static_cast<double>(q.head_dim_qk + q.head_dim_v);
+  };
+  while (work(p) > opt.max_work && p.batch > 1) p.batch = std::max<int64_t>(1, p.batch / 2);
+  while (work(p) > opt.max_work && std::min(p.seq_q, p.seq_kv) > step) {
+    p.seq_q -= step;
+    p.seq_kv -= step;
+  }
+  return out;
 }
 
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index) {
@@ -249,7 +281,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       ++s.not_run;
       continue;
     }
-    const Case c = campaign_case(space, opt.seed, i);
+    const Case c = opt.load ? load_case(campaign_case(space, opt.seed, i), space, opt) : campaign_case(space, opt.seed, i);
     const WaitingFn waiting = [&](double el) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "  [this case running %.0f s]", el);

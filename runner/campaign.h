@@ -34,6 +34,11 @@ struct CampaignOptions {
   IsolationOptions isolation;                // run the kernel in a worker process (the CLI's default)
   int64_t max_timeouts = 3;                  // a kernel that hangs this often: its remaining cases are not run
   double shrink_budget_s = 0;                // wall time for shrinking one failure; 0: max(20 s, 2 x the case's time limit)
+  // Production load (`run --load`): each drawn case is grown, keeping its tile-boundary residues,
+  // to B·Hq >= load_min_bh and sequences >= load_min_seq, so a launch has hundreds of CTAs and
+  // races that need a loaded GPU can bite. Use with a large max_seq and max_work.
+  bool load = false;
+  int64_t load_min_bh = 32, load_min_seq = 1000;
 };
 
 struct CaseOutcome {
@@ -102,6 +107,10 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt);
 // Case number `index` of the campaign (the same on every machine for the same seed).
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index);
+// A drawn case grown to production load (CampaignOptions::load): sequence lengths gain multiples
+// of lcm(block_q, block_kv) of the head dim's tiles, so Sq, Skv and Skv − Sq keep their residues
+// modulo both tiles; the batch grows until B·Hq ≥ load_min_bh; the work stays within max_work.
+Case load_case(const Case& c, const ProblemSpace& space, const CampaignOptions& opt);
 // Greedily reduces a failing case (batch, heads, sequence lengths, head dims, distribution) while
 // it still fails; returns the smallest failing case found.
 // Stops after max_steps candidates or budget_s seconds (0: no limit): a kernel that hangs costs its

@@ -169,15 +169,23 @@ void add_run(CLI::App& app, Action& action) {
                   "seconds one case may run before it is failed as a hang (default: 60 plus time for the problem's work)")
       ->check(positive_number(1e6));
   cmd->add_flag("--no-shrink", o->no_shrink, "report failures as drawn");
+  cmd->add_flag("--load", o->c.load,
+                "production load: cases grown (keeping their tile-boundary residues) to B*Hq >= 32 and sequences >= 1000; "
+                "defaults become --max-seq 4096 --max-work 1e10 --max-rows 512 (sampled rows keep every q-tile's edges)");
   cmd->add_flag("--fail-fast", o->c.fail_fast, "stop a kernel's campaign at its first failing case (mutation testing)");
   cmd->add_flag("--no-isolation", o->no_isolation,
                 "run kernels inside flashcheck's own process (debugging: a crash or hang then takes flashcheck down)");
-  cmd->callback([o, &action] {
-    action = [o] {
+  cmd->callback([o, cmd, &action] {
+    action = [o, cmd] {
       JsonStdout json_out(o->json == "-");
       if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
         throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
       o->c.shrink = !o->no_shrink;
+      if (o->c.load) {  // defaults that fit production load, unless given
+        if (cmd->count("--max-seq") == 0) o->c.max_seq = 4096;
+        if (cmd->count("--max-work") == 0) o->c.max_work = 1e10;
+        o->c.max_rows = 512;
+      }
       o->c.dtypes.clear();
       for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
       if (!o->json.empty() && o->json != "-") require_writable(o->json);
