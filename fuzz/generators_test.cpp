@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fuzz/generators.h"
-#include "fuzz/test_seed.h"
+#include "testing/test_seed.h"
 
 namespace flashcheck {
 namespace {

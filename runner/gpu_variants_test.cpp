@@ -56,6 +56,16 @@ TEST(GpuVariants, EdgeShapesPass) {
       {2, 8, 2, 129, 257, 256, 256, Causal::top_left, {}, DType::f32},
       {1, 4, 4, 257, 129, 192, 128, Causal::bottom_right, {}, DType::f32},
       {1, 3, 1, 4097, 4097, 64, 64, Causal::bottom_right, {}, DType::f32},
+      // Classes a campaign is unlikely to draw (issue #14), every one at a scale where most CTAs
+      // are in flight: fully masked blocks at scale (most CTAs see no key),
+      {2, 8, 8, 1000, 100, 128, 128, Causal::bottom_right, {}, DType::f32},
+      // Sq >> Skv bottom-right with GQA,
+      {1, 16, 4, 3000, 65, 64, 64, Causal::bottom_right, {}, DType::f32},
+      // Skv = 1 at length, decode (Sq = 1) against a long Skv for many heads,
+      {4, 8, 2, 777, 1, 128, 128, Causal::none, {}, DType::f32},
+      {8, 32, 8, 1, 8191, 128, 128, Causal::bottom_right, {}, DType::f32},
+      // and the last block partial in both dimensions, top-left with Sq < Skv.
+      {3, 12, 4, 1025, 2049, 256, 256, Causal::top_left, {}, DType::f32},
   };
   for (auto& v : device_variants())
     for (Problem p : shapes)

@@ -191,6 +191,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     if (flag != MapFlag::ok) continue;
     const double err = std::fabs(static_cast<double>(k) - o);
     cos.add(k, o);
+    ++r.compared;
     diff2 += err * err;
     ref2 += o * o;
     r.max_abs = std::max(r.max_abs, err);

@@ -51,7 +51,7 @@ std::string to_text(const Report& r) {
   } else {
     os << "  rows checked per (b,h): " << r.rows_checked << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements
        << "\n";
-    const bool nothing_compared = r.nan_mismatches + std::min(r.unwritten, r.elements) >= r.elements;
+    const bool nothing_compared = r.compared == 0;
     for (auto& c : r.criteria) {
       const std::string st = status_of(c, nothing_compared);
       os << "  " << (st.size() < 4 ? st + std::string(4 - st.size(), ' ') : st) << " " << c.name << ": " << c.value << " (limit "
@@ -93,11 +93,11 @@ nlohmann::json to_json(const Report& r) {
   j["failed"] = r.failed();
   for (auto& c : r.criteria)
     j["criteria"].push_back({{"name", c.name}, {"pass", c.pass}, {"value", num(c.value)}, {"limit", num(c.limit)}, {"detail", c.detail}});
-  j["metrics"] = {{"cosine", num(r.cosine)},         {"rel_l2", num(r.rel_l2)},
+  j["metrics"] = {{"cosine", r.compared ? num(r.cosine) : nlohmann::json(nullptr)},         {"rel_l2", num(r.rel_l2)},
                   {"max_abs", num(r.max_abs)},       {"baseline_max_abs", num(r.baseline_max_abs)},
                   {"ulp_max", r.ulp_max == kNanUlp ? nlohmann::json("nan") : nlohmann::json(r.ulp_max)},
                   {"ulp_mean", num(r.ulp_mean)},     {"ulp_over_n", r.ulp_over_n},
-                  {"rounding_bias", num(r.rounding_bias)},
+                  {"rounding_bias", num(r.rounding_bias)},   {"compared", r.compared},
                   {"elements", r.elements},          {"nan_mismatches", r.nan_mismatches},
                   {"unwritten", r.unwritten},        {"empty_row_violations", r.empty_row_violations}};
   if (r.lse_max_abs) {

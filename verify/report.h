@@ -75,6 +75,9 @@ struct Report {
   uint64_t ulp_max = 0;
   double ulp_mean = 0;
   double rounding_bias = 0;  // mean signed error in output ULPs over significant elements
+  // Elements the value metrics (cosine, rel_l2, baseline, ULP) were computed over: finite in both,
+  // written, in rows that see a key. 0 means those metrics describe nothing.
+  int64_t compared = 0;
   int64_t ulp_over_n = 0, elements = 0, nan_mismatches = 0, unwritten = 0, empty_row_violations = 0;
   std::optional<double> lse_max_abs, lse_max_rel;
   std::optional<Location> worst;
