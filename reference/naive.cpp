@@ -128,7 +128,7 @@ __attribute__((target("avx512f"))) RowMax row_max_avx512(const double* s, int64_
   for (; j + 8 <= n; j += 8) {
     const __m512d x = _mm512_loadu_pd(s + j);
     bad |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
-    vm = _mm512_max_pd(x, vm);
+    vm = _mm512_mask_max_pd(vm, 0xff, x, vm);  // = max(x, vm); GCC 12's unmasked form warns
   }
   // (GCC 12's _mm512_reduce_* helpers warn about an uninitialised temporary: reduce by hand.)
   double lanes[8];
@@ -235,6 +235,12 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   std::vector<double> kvbuf;
   std::vector<char> v_finite;
   std::vector<Task> tasks;
+  // Per-thread scratch, kept across chunks (reallocating 16 MiB per thread per chunk costs page
+  // faults): O(row_block × seq_kv) each.
+  struct Scratch {
+    std::vector<double> q, s, o;
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(threads));
 
   for (int64_t kv0 = 0; kv0 < kv_heads; kv0 += chunk) {
     const int64_t nkv = std::min(chunk, kv_heads - kv0);
@@ -257,7 +263,7 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
     // Largest first (causal blocks differ up to seq_kv-fold), so the dynamic schedule ends evenly.
     std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.nb * a.ncols > b.nb * b.ncols; });
 
-#pragma omp parallel
+#pragma omp parallel num_threads(static_cast<int>(threads))
     {
       // Widen this chunk's KV heads once, in slabs of rows spread over the threads.
       constexpr int64_t kSlab = 512;
@@ -276,9 +282,11 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
         }
       }  // implicit barrier: K/V complete before any task reads them
 
-      // Per-thread scratch, reused by every task of the chunk: O(row_block × seq_kv).
-      std::vector<double> qbuf(static_cast<size_t>(row_block * dqk)), sbuf(static_cast<size_t>(row_block * skv)),
-          obuf(static_cast<size_t>(row_block * dv));
+      Scratch& mine = scratch[static_cast<size_t>(omp_get_thread_num())];
+      mine.q.resize(static_cast<size_t>(row_block * dqk));
+      mine.s.resize(static_cast<size_t>(row_block * skv));
+      mine.o.resize(static_cast<size_t>(row_block * dv));
+      std::vector<double>&qbuf = mine.q, &sbuf = mine.s, &obuf = mine.o;
 
 #pragma omp for schedule(dynamic, 1)
       for (size_t ti = 0; ti < tasks.size(); ++ti) {
