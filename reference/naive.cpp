@@ -26,7 +26,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr int64_t kScoreBudget = int64_t{2} << 20;
 // Tallest row block. Every GEMM call packs the K (or V) prefix it reads afresh, so taller blocks
 // amortise that copy over more rows; measured in bench/oracle_bench (PERF.md, issue 11).
-constexpr int64_t kMaxRowBlock = 256;
+constexpr int64_t kMaxRowBlock = 512;
 
 // glibc's vector exp (libmvec, x86-64 vector function ABI; glibc documents 1 ulp for these): the
 // softmax's exp over Sq·Skv scores would otherwise cost as much as both GEMMs. The variant is picked
@@ -186,6 +186,17 @@ const RowKernels& row_kernels() {
   return k;
 }
 
+// kMaxRowBlock, or FLASHCHECK_ORACLE_ROW_BLOCK (1..4096) to tune it on another machine; the score
+// budget still caps it.
+int64_t max_row_block() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("FLASHCHECK_ORACLE_ROW_BLOCK");
+    const long long x = e ? std::atoll(e) : 0;
+    return x >= 1 && x <= 4096 ? static_cast<int64_t>(x) : kMaxRowBlock;
+  }();
+  return v;
+}
+
 // One unit of work: a block of query rows of one (batch, query head).
 struct Task {
   int64_t kv;    // index into this chunk's widened K/V heads
@@ -216,10 +227,13 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   r.lse.assign(static_cast<size_t>(p.batch * p.heads_q * nr), kNegInf);
   if (nr == 0) return r;
   const double scale = p.softmax_scale();
-  const int64_t row_block = std::min(nr, std::clamp<int64_t>(kScoreBudget / skv, 1, kMaxRowBlock));
+  const int64_t threads = omp_get_max_threads();
+  // Tall blocks, but at least two per thread over the whole problem so no thread idles.
+  const int64_t all_rows = p.batch * p.heads_q * nr;
+  const int64_t row_block = std::min({nr, std::clamp<int64_t>(kScoreBudget / skv, 1, max_row_block()),
+                                      std::max<int64_t>(1, (all_rows + 2 * threads - 1) / (2 * threads))});
   const int64_t nblocks = (nr + row_block - 1) / row_block;
   const int64_t group = p.group();
-  const int64_t threads = omp_get_max_threads();
   const RowKernels& rk = row_kernels();
 
   // KV heads are processed in chunks: a chunk's K and V are widened to fp64 once (every query head
