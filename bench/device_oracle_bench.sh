@@ -8,7 +8,8 @@
 # reference_test, lib/ with libopenblas.so.0 and its runtime (libgfortran, libquadmath, libgomp,
 # libbenchmark), and copies of bench/*.py. The target need not be Debian: LD_LIBRARY_PATH points our
 # binaries (only them, never python) at DIR/lib. Logs go to $OUT (default: a temp folder); a table
-# is printed last. SHAPES, CHECK_SHAPE and THREADS override the defaults.
+# is printed last. SHAPES, CHECK_SHAPE and THREADS override the defaults; FLASHCHECK_ORACLE_ROW_BLOCK
+# and FLASHCHECK_ORACLE_ISA (sse2|avx2) are the oracle's own tuning/testing caps.
 set -euo pipefail
 D=${1:-.devcarry/blas}
 OUT=${OUT:-$(mktemp -d)}
@@ -39,6 +40,16 @@ echo "== oracle_bench ($SHAPES)"
 run "$D/oracle_bench" --shapes="$SHAPES" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   --benchmark_out="$OUT/oracle_bench.json" --benchmark_out_format=json >"$OUT/oracle_bench.txt" 2>&1
 grep -E "openblas_core|omp_threads|cpu_avx|_median" "$OUT/oracle_bench.txt" || cat "$OUT/oracle_bench.txt"
+
+# The oracle's tallest row block was tuned on a 2-core AVX2 machine: sweep it on this one.
+first=${SHAPES%%;*}
+if [[ $first != *causal ]]; then
+  for rb in 128 256 512; do
+    printf "row block %4s: " "$rb"
+    FLASHCHECK_ORACLE_ROW_BLOCK=$rb run "$D/oracle_bench" --shapes="$first" --benchmark_filter="^oracle/" \
+      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 | grep "_median" | awk '{print $2, $3, $NF}'
+  done | tee "$OUT/row_block_sweep.txt"
+fi
 
 echo "== torch CPU fp64 SDPA"
 $PY "$D/torch_cpu_sdpa.py" --shapes "$SHAPES" --threads "$THREADS" --json "$OUT/torch.json" | tee "$OUT/torch.txt"

@@ -26,7 +26,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr int64_t kScoreBudget = int64_t{2} << 20;
 // Tallest row block. Every GEMM call packs the K (or V) prefix it reads afresh, so taller blocks
 // amortise that copy over more rows; measured in bench/oracle_bench (PERF.md, issue 11).
-constexpr int64_t kMaxRowBlock = 256;
+constexpr int64_t kMaxRowBlock = 512;
 
 // glibc's vector exp (libmvec, x86-64 vector function ABI; glibc documents 1 ulp for these): the
 // softmax's exp over Sq·Skv scores would otherwise cost as much as both GEMMs. The variant is picked
@@ -128,7 +128,7 @@ __attribute__((target("avx512f"))) RowMax row_max_avx512(const double* s, int64_
   for (; j + 8 <= n; j += 8) {
     const __m512d x = _mm512_loadu_pd(s + j);
     bad |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
-    vm = _mm512_max_pd(x, vm);
+    vm = _mm512_mask_max_pd(vm, 0xff, x, vm);  // = max(x, vm); GCC 12's unmasked form warns
   }
   // (GCC 12's _mm512_reduce_* helpers warn about an uninitialised temporary: reduce by hand.)
   double lanes[8];
@@ -186,6 +186,17 @@ const RowKernels& row_kernels() {
   return k;
 }
 
+// kMaxRowBlock, or FLASHCHECK_ORACLE_ROW_BLOCK (1..4096) to tune it on another machine; the score
+// budget still caps it.
+int64_t max_row_block() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("FLASHCHECK_ORACLE_ROW_BLOCK");
+    const long long x = e ? std::atoll(e) : 0;
+    return x >= 1 && x <= 4096 ? static_cast<int64_t>(x) : kMaxRowBlock;
+  }();
+  return v;
+}
+
 // One unit of work: a block of query rows of one (batch, query head).
 struct Task {
   int64_t kv;    // index into this chunk's widened K/V heads
@@ -216,10 +227,13 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   r.lse.assign(static_cast<size_t>(p.batch * p.heads_q * nr), kNegInf);
   if (nr == 0) return r;
   const double scale = p.softmax_scale();
-  const int64_t row_block = std::min(nr, std::clamp<int64_t>(kScoreBudget / skv, 1, kMaxRowBlock));
+  const int64_t threads = omp_get_max_threads();
+  // Tall blocks, but at least two per thread over the whole problem so no thread idles.
+  const int64_t all_rows = p.batch * p.heads_q * nr;
+  const int64_t row_block = std::min({nr, std::clamp<int64_t>(kScoreBudget / skv, 1, max_row_block()),
+                                      std::max<int64_t>(1, (all_rows + 2 * threads - 1) / (2 * threads))});
   const int64_t nblocks = (nr + row_block - 1) / row_block;
   const int64_t group = p.group();
-  const int64_t threads = omp_get_max_threads();
   const RowKernels& rk = row_kernels();
 
   // KV heads are processed in chunks: a chunk's K and V are widened to fp64 once (every query head
@@ -235,6 +249,12 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   std::vector<double> kvbuf;
   std::vector<char> v_finite;
   std::vector<Task> tasks;
+  // Per-thread scratch, kept across chunks (reallocating 16 MiB per thread per chunk costs page
+  // faults): O(row_block × seq_kv) each.
+  struct Scratch {
+    std::vector<double> q, s, o;
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(threads));
 
   for (int64_t kv0 = 0; kv0 < kv_heads; kv0 += chunk) {
     const int64_t nkv = std::min(chunk, kv_heads - kv0);
@@ -257,7 +277,7 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
     // Largest first (causal blocks differ up to seq_kv-fold), so the dynamic schedule ends evenly.
     std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.nb * a.ncols > b.nb * b.ncols; });
 
-#pragma omp parallel
+#pragma omp parallel num_threads(static_cast<int>(threads))
     {
       // Widen this chunk's KV heads once, in slabs of rows spread over the threads.
       constexpr int64_t kSlab = 512;
@@ -276,9 +296,11 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
         }
       }  // implicit barrier: K/V complete before any task reads them
 
-      // Per-thread scratch, reused by every task of the chunk: O(row_block × seq_kv).
-      std::vector<double> qbuf(static_cast<size_t>(row_block * dqk)), sbuf(static_cast<size_t>(row_block * skv)),
-          obuf(static_cast<size_t>(row_block * dv));
+      Scratch& mine = scratch[static_cast<size_t>(omp_get_thread_num())];
+      mine.q.resize(static_cast<size_t>(row_block * dqk));
+      mine.s.resize(static_cast<size_t>(row_block * skv));
+      mine.o.resize(static_cast<size_t>(row_block * dv));
+      std::vector<double>&qbuf = mine.q, &sbuf = mine.s, &obuf = mine.o;
 
 #pragma omp for schedule(dynamic, 1)
       for (size_t ti = 0; ti < tasks.size(); ++ti) {
