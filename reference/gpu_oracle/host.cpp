@@ -92,6 +92,11 @@ int64_t kv_index(const Problem& p, int64_t bh) {
   return (bh / p.heads_q) * p.heads_kv + (bh % p.heads_q) / p.group();
 }
 
+// The most kv heads any nbh consecutive (batch, head) pairs read: ⌈(nbh − 1) / group⌉ + 1.
+int64_t kv_heads_spanned(const Problem& p, int64_t nbh) {
+  return std::min<int64_t>(p.batch * p.heads_kv, (nbh - 1 + p.group() - 1) / p.group() + 1);
+}
+
 // Device bytes of a piece of nbh heads (nkv kv heads) × nr rows, in double so that absurd problems
 // compare as "too large" instead of overflowing.
 double piece_bytes(const Job& j, double nbh, double nkv, double nr) {
@@ -131,10 +136,10 @@ struct Plan {
 // as many rows (a multiple of 128) as fit; else the problem does not fit.
 Plan plan_pieces(const Job& j, int64_t budget) {
   const Problem& p = j.p;
-  const int64_t total_bh = p.batch * p.heads_q, total_kv = p.batch * p.heads_kv;
+  const int64_t total_bh = p.batch * p.heads_q;
   const int64_t nrows = static_cast<int64_t>(j.rows.size());
   const double kLimitBlocks = 2147483647.0;
-  auto kv_worst = [&](int64_t nbh) { return std::min<int64_t>(total_kv, (nbh + p.group() - 1) / p.group() + 1); };
+  auto kv_worst = [&](int64_t nbh) { return kv_heads_spanned(p, nbh); };
   auto fits = [&](int64_t nbh, int64_t nr) {
     return piece_bytes(j, static_cast<double>(nbh), static_cast<double>(kv_worst(nbh)), static_cast<double>(nr)) <=
                static_cast<double>(budget) &&
@@ -241,7 +246,7 @@ void run_pieces(Job& j, Outputs out) {
 
   // Buffers for the largest piece, reused by every piece.
   const int64_t nr_pad_max = round_up(plan.nr, 128);
-  const int64_t nkv_max = std::min<int64_t>(p.batch * p.heads_kv, (plan.nbh + p.group() - 1) / p.group() + 1);
+  const int64_t nkv_max = kv_heads_spanned(p, plan.nbh);
   auto t0 = Clock::now();
   const int64_t q_bytes = plan.nbh * nr_pad_max * j.dqk_pad * es;
   const int64_t k_bytes = nkv_max * j.skv_pad * j.dqk_pad * es, v_bytes = nkv_max * j.skv_pad * j.dv_pad * es;
