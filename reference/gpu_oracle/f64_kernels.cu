@@ -23,6 +23,12 @@ constexpr int kPad = 18;  // doubles per smem row of a 16-wide stage: +2 shifts 
 // (a positive weight times Inf) exactly where the CPU oracle has it, never as 0·Inf = NaN. In
 // finite rows the floor moves no output by more than n·5.6e−309·max|v|.
 constexpr double kExpArgFloor = -709.784;
+// The CPU oracle's weights never underflow to 0: Eigen's vectorised exp clamps its argument at
+// −709.784, so exp(s − m) ≥ e^−709.784 ≈ 5.6e−309 for every visible key (−inf scores included).
+// The GPU takes the same floor, so that an Inf value at a visible key reaches the output as ±Inf
+// (a positive weight times Inf) exactly where the CPU oracle has it, never as 0·Inf = NaN. In
+// finite rows the floor moves no output by more than n·5.6e−309·max|v|.
+constexpr double kExpArgFloor = -709.784;
 
 // D = A·B + D for one 8×8×4 fp64 tile (IEEE fp64 fused multiply-adds). Fragments, per lane
 // (g = lane / 4, t = lane % 4): A[g][t], B[t][g] (k = t), C[g][2t], C[g][2t + 1].
