@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(256) baseline_pv_kernel(const float* __restric
   const T* vb = v + (local_kv_head(g, lbh) * g.skv_pad + vkey) * g.dv_pad + c0 + 4 * vcc;
   using L = Ld<T>;
   float4 sr;
-  typename L::R vr;
+  typename L::R vr{};  // threads past the V stage's chunks never load it
   auto load = [&](int64_t k0) {
     sr = *reinterpret_cast<const float4*>(sb + k0);
     if (tid < VCH) vr = L::load(vb + k0 * g.dv_pad);
@@ -270,8 +270,8 @@ void scores_as(Round r, const void* q, const void* k, const int64_t* rows, float
                cudaStream_t st) {
   const int64_t blocks = g.nbh * (g.nr_pad / kTile) * (g.skv_pad / kTile);
   if (blocks <= 0) return;
-  baseline_scores_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, st>>>(
-      static_cast<const T*>(q), static_cast<const T*>(k), rows, s, pmax, g, r);
+  FCO_LAUNCH(baseline_scores_kernel<T>, static_cast<unsigned>(blocks), 256, 0, st, static_cast<const T*>(q),
+             static_cast<const T*>(k), rows, s, pmax, g, r);
   FCO_LAUNCHED(baseline_scores_kernel);
 }
 
@@ -280,8 +280,8 @@ void pv_as(Round r, const float* s, const float* m, const float* l, const void* 
            const Geom& g, cudaStream_t st) {
   const int64_t blocks = g.nbh * (g.nr_pad / kTile) * (g.dv_pad / (16 * TC));
   if (blocks <= 0) return;
-  baseline_pv_kernel<T, TC><<<static_cast<unsigned>(blocks), 256, 0, st>>>(s, m, l, static_cast<const T*>(v), rows,
-                                                                            o, g, r);
+  auto kernel = baseline_pv_kernel<T, TC>;
+  FCO_LAUNCH(kernel, static_cast<unsigned>(blocks), 256, 0, st, s, m, l, static_cast<const T*>(v), rows, o, g, r);
   FCO_LAUNCHED(baseline_pv_kernel);
 }
 
@@ -308,7 +308,7 @@ void launch_baseline_stats(const float* s, const float* pmax, const int64_t* row
                            const Geom& g, cudaStream_t st) {
   const int64_t threads = g.nbh * g.nr_pad;
   if (threads <= 0) return;
-  baseline_stats_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, st>>>(s, pmax, rows, m, l, g);
+  FCO_LAUNCH(baseline_stats_kernel, static_cast<unsigned>((threads + 255) / 256), 256, 0, st, s, pmax, rows, m, l, g);
   FCO_LAUNCHED(baseline_stats_kernel);
 }
 

@@ -6,6 +6,7 @@
 
 #include "reference/gpu_oracle/check.h"
 #include "reference/gpu_oracle/detail.h"
+#include "reference/gpu_oracle/device_common.cuh"
 
 namespace flashcheck::gpu_oracle {
 namespace {
@@ -46,9 +47,7 @@ __global__ void dmma_loop(double* out, int iters, double a0) {
   for (int it = 0; it < iters; ++it)
 #pragma unroll
     for (int i = 0; i < kChains; ++i)
-      asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-                   : "+d"(c[i][0]), "+d"(c[i][1])
-                   : "d"(a), "d"(b));
+      dmma(c[i][0], c[i][1], a, b);
   double sum = 0;
 #pragma unroll
   for (int i = 0; i < kChains; ++i) sum += c[i][0] + c[i][1];

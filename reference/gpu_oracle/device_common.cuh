@@ -66,4 +66,29 @@ __device__ __forceinline__ bool all_finite(float4 x) {
   return isfinite(x.x) && isfinite(x.y) && isfinite(x.z) && isfinite(x.w);
 }
 
+#ifndef FCO_HOST_EMULATION
+// D = A·B + D for one 8×8×4 fp64 tile (IEEE fp64 fused multiply-adds). Fragments, per lane
+// (g = lane / 4, t = lane % 4): A[g][t], B[t][g] (k = t), C[g][2t], C[g][2t + 1].
+__device__ __forceinline__ void dmma(double& c0, double& c1, double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+d"(c0), "+d"(c1)
+               : "d"(a), "d"(b));
+}
+
+// The block's dynamic shared memory.
+template <typename T>
+__device__ __forceinline__ T* dynamic_smem() {
+  extern __shared__ __align__(16) unsigned char fco_dynamic_smem[];
+  return reinterpret_cast<T*>(fco_dynamic_smem);
+}
+
+#define FCO_LAUNCH(kernel, blocks, threads, smem_bytes, stream, ...) \
+  kernel<<<(blocks), (threads), (smem_bytes), (stream)>>>(__VA_ARGS__)
+#else
+// reference/gpu_oracle/emulation runs these kernels on the host (fibers for threads, the warp's
+// mma and shuffles emulated), so CI machines without a GPU execute the very same kernel code.
+#define FCO_LAUNCH(kernel, blocks, threads, smem_bytes, stream, ...) \
+  ::fco_emu::launch((kernel), (blocks), (threads), (smem_bytes), (stream), __VA_ARGS__)
+#endif
+
 }  // namespace flashcheck::gpu_oracle

@@ -23,20 +23,6 @@ constexpr int kPad = 18;  // doubles per smem row of a 16-wide stage: +2 shifts 
 // (a positive weight times Inf) exactly where the CPU oracle has it, never as 0·Inf = NaN. In
 // finite rows the floor moves no output by more than n·5.6e−309·max|v|.
 constexpr double kExpArgFloor = -709.784;
-// The CPU oracle's weights never underflow to 0: Eigen's vectorised exp clamps its argument at
-// −709.784, so exp(s − m) ≥ e^−709.784 ≈ 5.6e−309 for every visible key (−inf scores included).
-// The GPU takes the same floor, so that an Inf value at a visible key reaches the output as ±Inf
-// (a positive weight times Inf) exactly where the CPU oracle has it, never as 0·Inf = NaN. In
-// finite rows the floor moves no output by more than n·5.6e−309·max|v|.
-constexpr double kExpArgFloor = -709.784;
-
-// D = A·B + D for one 8×8×4 fp64 tile (IEEE fp64 fused multiply-adds). Fragments, per lane
-// (g = lane / 4, t = lane % 4): A[g][t], B[t][g] (k = t), C[g][2t], C[g][2t + 1].
-__device__ __forceinline__ void dmma(double& c0, double& c1, double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(c0), "+d"(c1)
-               : "d"(a), "d"(b));
-}
 
 // Max that keeps NaN: a visible NaN score must make its row NaN, as in naive_attention.
 __device__ __forceinline__ double nan_max(double a, double b) { return (isnan(a) || isnan(b)) ? quiet_nan() : fmax(a, b); }
@@ -168,7 +154,7 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
   constexpr int VCH = kBK * BNV / 4 / NT;  // 4-element V chunks per thread per stage
   static_assert(EPT * NT == BM * kBK && VCH * NT * 4 == kBK * BNV, "stage does not divide among threads");
 
-  extern __shared__ __align__(16) double smem[];
+  double* smem = dynamic_smem<double>();
   double(*Ps)[BM][kPad] = reinterpret_cast<double(*)[BM][kPad]>(smem);
   double(*Vs)[kBK][VST] = reinterpret_cast<double(*)[kBK][VST]>(smem + 2 * BM * kPad);
   __shared__ double row_m[BM], row_l[BM];
@@ -336,8 +322,8 @@ void scores_as(const void* q, const void* k, const int64_t* rows, double* s, dou
                cudaStream_t st) {
   const int64_t blocks = g.nbh * (g.nr_pad / 64) * (g.skv_pad / 64);
   if (blocks <= 0) return;
-  f64_scores_kernel<T><<<static_cast<unsigned>(blocks), 128, 0, st>>>(static_cast<const T*>(q),
-                                                                       static_cast<const T*>(k), rows, s, pmax, g);
+  FCO_LAUNCH(f64_scores_kernel<T>, static_cast<unsigned>(blocks), 128, 0, st, static_cast<const T*>(q),
+             static_cast<const T*>(k), rows, s, pmax, g);
   FCO_LAUNCHED(f64_scores_kernel);
 }
 
@@ -350,8 +336,8 @@ void pv_as(const double* s, const double* pmax, const void* v, const int64_t* ro
   const size_t smem = (2 * BM * kPad + 2 * kBK * (BNV + 1)) * sizeof(double);
   auto kernel = f64_pv_kernel<T, DVT, WR>;
   FCO_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kernel<<<static_cast<unsigned>(blocks), 32 * WR * DVT, smem, st>>>(s, pmax, static_cast<const T*>(v), rows, o,
-                                                                      lse, g);
+  FCO_LAUNCH(kernel, static_cast<unsigned>(blocks), 32 * WR * DVT, smem, st, s, pmax, static_cast<const T*>(v), rows,
+             o, lse, g);
   FCO_LAUNCHED(f64_pv_kernel);
 }
 
