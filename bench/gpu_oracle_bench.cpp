@@ -69,6 +69,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe as they are printed
   const bool small_only = argc > 1 && std::strcmp(argv[1], "--small-only") == 0;
   if (auto why = gpu_oracle_unavailable()) {
     std::printf("GPU oracle unavailable: %s\n", why->c_str());
