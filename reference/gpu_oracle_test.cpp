@@ -25,7 +25,9 @@
 //       |LSÊ − LSE| ≤ −log(1 − Σ_j w_j ρ_j − γ_{n−1}) + 2u|log ℓ̂| + u|LSÊ|.
 // GPU and CPU each satisfy their bound (η differs), so |GPU − CPU| ≤ B_gpu + B_cpu. The test
 // records max |GPU − CPU| / bound; GpuOracle.FiniteRowsAgreeWithinTheDerivedBound requires it to
-// exceed 1/100 over its cases, i.e. the bound tightened 100× fails: it is not vacuous.
+// exceed 1/100 over its cases, for O and LSE alike, i.e. the bound tightened 100× fails: it is not
+// vacuous. (Measured on the reordered CPU twin and the emulated GPU: 0.15–0.2 for O, 0.25–0.37 for
+// LSE, so it fails already when tightened 3–7×.)
 //
 // ── The baseline bound (per output element x of a row with n visible keys) ───────────────────
 // dtype_baseline_gpu repeats every fp32 operation of verify/baseline.cpp in the same order (this
@@ -133,14 +135,16 @@ struct Agreement {
   int64_t compared = 0;        // finite elements held to the bound
   int64_t exact = 0;           // of which bitwise equal
   double max_ratio = 0;        // max |Δ| / bound over them
+  double max_ratio_o = 0;      // the same over O elements alone
   std::string worst, failure;  // where, and the first violation
   std::mutex mu;
-  void note(double diff, double bound, const std::string& where) {
+  void note(double diff, double bound, const std::string& where, bool is_lse = false) {
     const double ratio = bound > 0 ? diff / bound : (diff > 0 ? INFINITY : 0);
     std::lock_guard<std::mutex> lock(mu);
     ++compared;
     exact += diff == 0;
     if (ratio > max_ratio) max_ratio = ratio, worst = where;
+    if (!is_lse) max_ratio_o = std::max(max_ratio_o, ratio);
   }
   void fail(const std::string& why) {
     std::lock_guard<std::mutex> lock(mu);
@@ -149,6 +153,9 @@ struct Agreement {
 };
 
 bool same_nonfinite(double a, double b) { return std::isnan(a) ? std::isnan(b) : a == b; }
+
+// Weights e^x with x below this are subnormal or zero in fp64: "faint" keys.
+constexpr double kFaint = -708.3964185322641;  // log(DBL_MIN)
 
 // Compares `got` (an implementation of the fp64 oracle: the GPU's, or the reordered CPU twin below)
 // with the CPU oracle `want` on every element, holding finite ones to B_got + B_cpu.
@@ -234,15 +241,16 @@ void check_oracle(const Problem& p, const Inputs& in, const OracleResult& want, 
     else {
       const double diff = std::fabs(lg - lc);
       if (diff > lse_bound) a.fail("LSE differs by " + std::to_string(diff) + " > bound " + std::to_string(lse_bound) + " at " + where(-1));
-      a.note(diff, lse_bound, where(-1));
+      a.note(diff, lse_bound, where(-1), true);
     }
     const double gn = gamma(double(n + 2));
     for (int64_t d = 0; d < dv; ++d) {
       double bound = 0, vmax = 0;
-      bool finite_v = true;
+      bool finite_v = true, faint_inf = false;
       for (int64_t j = 0; j < n; ++j) {
         const double v = in.v[static_cast<size_t>((kv * p.seq_kv + j) * dv + d)];
         finite_v &= std::isfinite(v);
+        faint_inf |= std::isinf(v) && !(s[static_cast<size_t>(j)] - m >= kFaint);
         vmax = std::max(vmax, std::fabs(v));
         const size_t J = static_cast<size_t>(j);
         if (w[J] > 0)
@@ -250,8 +258,12 @@ void check_oracle(const Problem& p, const Inputs& in, const OracleResult& want, 
       }
       bound += 2 * static_cast<double>(n) * 0x1p-1020 * vmax;
       if (!finite_v || !std::isfinite(oc[d])) {  // inf/NaN values reach the output: positions must match
-        if (!same_nonfinite(oc[d], og[d]))
-          a.fail("O " + std::to_string(og[d]) + " where the CPU has " + std::to_string(oc[d]) + " at " + where(d));
+        // An Inf at a key whose weight is below fp64's normal range is 0·Inf = NaN or tiny·Inf = Inf
+        // on the CPU, depending on whether Eigen's vectorised exp (clamped: a positive floor) or its
+        // scalar tail (underflows to 0) took the key; both are accepted there, nothing finite is.
+        const bool ok = faint_inf ? !std::isfinite(og[d]) && (std::isnan(og[d]) || std::isnan(oc[d]) || og[d] == oc[d])
+                                  : same_nonfinite(oc[d], og[d]);
+        if (!ok) a.fail("O " + std::to_string(og[d]) + " where the CPU has " + std::to_string(oc[d]) + " at " + where(d));
         continue;
       }
       const double diff = std::fabs(og[d] - oc[d]);
@@ -418,10 +430,11 @@ TEST(GpuOracleBound, HoldsAndIsNotVacuousForAReorderedCpuTwin) {
     check_oracle(t.c.problem, t.in, cpu, reordered_twin(t.c.problem, t.in, t.rows), 2 * kU, a);
     if (!a.failure.empty()) ADD_FAILURE() << t.what << ": " << a.failure;
   }
-  std::printf("twin vs CPU oracle: %lld finite elements, %.1f%% bitwise equal, max |diff|/bound %.3g at %s\n",
+  std::printf("twin vs CPU oracle: %lld finite elements, %.1f%% bitwise equal, max |diff|/bound %.3g at %s (O alone %.3g)\n",
               static_cast<long long>(a.compared), 100.0 * static_cast<double>(a.exact) / std::max<int64_t>(a.compared, 1),
-              a.max_ratio, a.worst.c_str());
+              a.max_ratio, a.worst.c_str(), a.max_ratio_o);
   EXPECT_GT(a.max_ratio, 0.01) << "the bound tightened 100x still holds everywhere: it is too loose to mean anything";
+  EXPECT_GT(a.max_ratio_o, 0.01) << "the O bound tightened 100x still holds everywhere: it is too loose to mean anything";
 }
 
 TEST(GpuOracle, FiniteRowsAgreeWithinTheDerivedBound) {
@@ -437,10 +450,12 @@ TEST(GpuOracle, FiniteRowsAgreeWithinTheDerivedBound) {
     check_oracle(t.c.problem, t.in, cpu, gpu, 2 * kU, a);
     if (!a.failure.empty()) ADD_FAILURE() << t.what << ": " << a.failure;
   }
-  std::printf("GPU vs CPU oracle: %d cases, %lld finite elements, %.1f%% bitwise equal, max |diff|/bound %.3g at %s\n",
+  std::printf("GPU vs CPU oracle: %d cases, %lld finite elements, %.1f%% bitwise equal, max |diff|/bound %.3g at %s (O alone %.3g)\n",
               done, static_cast<long long>(a.compared),
-              100.0 * static_cast<double>(a.exact) / std::max<int64_t>(a.compared, 1), a.max_ratio, a.worst.c_str());
+              100.0 * static_cast<double>(a.exact) / std::max<int64_t>(a.compared, 1), a.max_ratio, a.worst.c_str(),
+              a.max_ratio_o);
   EXPECT_GT(a.max_ratio, 0.01) << "the bound tightened 100x still holds everywhere: it is too loose to mean anything";
+  EXPECT_GT(a.max_ratio_o, 0.01) << "the O bound tightened 100x still holds everywhere: it is too loose to mean anything";
 }
 
 TEST(GpuOracle, BaselineAgreesWithTheCpuBaselineWithinOneUlpExpBound) {

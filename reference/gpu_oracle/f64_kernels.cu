@@ -17,10 +17,12 @@ namespace {
 constexpr int kBK = 16;   // reduction (dims, or keys) per shared-memory stage
 constexpr int kPad = 18;  // doubles per smem row of a 16-wide stage: +2 shifts rows by 4 banks,
                           // so the 16-byte fragment loads of 8 lanes never share a bank
-// The CPU oracle's weights never underflow to 0: Eigen's vectorised exp clamps its argument at
-// −709.784, so exp(s − m) ≥ e^−709.784 ≈ 5.6e−309 for every visible key (−inf scores included).
-// The GPU takes the same floor, so that an Inf value at a visible key reaches the output as ±Inf
-// (a positive weight times Inf) exactly where the CPU oracle has it, never as 0·Inf = NaN. In
+// Weights never underflow to 0 here: exp's argument is floored at −709.784, so every visible key
+// (−inf scores included) weighs at least e^−709.784 ≈ 5.6e−309, as every exact softmax weight is
+// positive. An Inf value at a visible key then reaches the output as ±Inf, never as 0·Inf = NaN.
+// This is the CPU oracle's behaviour wherever Eigen's vectorised exp (which clamps at that very
+// argument) takes the key; its scalar tail underflows to 0 instead, so for Inf at such faint keys
+// the CPU oracle says Inf or NaN by the key's position (gpu_oracle_test accepts both there). In
 // finite rows the floor moves no output by more than n·5.6e−309·max|v|.
 constexpr double kExpArgFloor = -709.784;
 
