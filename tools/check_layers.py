@@ -30,10 +30,10 @@ ALLOWED = {
 # Folder -> project libraries its CMakeLists.txt may link.
 LINKS = {
     "reference": set(),
-    "verify": {"fc_reference"},
+    "verify": {"fc_reference", "fc_gpu_oracle"},
     "fuzz": {"fc_reference", "fc_verify"},
     "gpu": {"fc_reference"},
-    "runner": {"fc_reference", "fc_verify", "fc_fuzz", "fc_kernels"},
+    "runner": {"fc_reference", "fc_gpu_oracle", "fc_verify", "fc_fuzz", "fc_kernels"},
     "capi": {"fc_runner"},
 }
 SOURCE = re.compile(r"\.(h|hpp|cpp|cc|cu|cuh|c)$")
@@ -45,8 +45,8 @@ def allowed(folder, target, is_test):
     rules = ALLOWED.get(folder)
     if rules is None:
         return True
-    if is_test and target.startswith("testing/"):
-        return True
+    if is_test and target.split("/")[0] in ("testing", "reference", "verify", "fuzz"):
+        return True  # a test may use the oracles, the checker and the generators to check its code
     return any(target == r or target.startswith(r + "/") for r in rules)
 
 

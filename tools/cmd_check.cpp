@@ -12,7 +12,7 @@ namespace flashcheck::cli {
 void add_check(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors) against the fp64 oracle");
   struct Opts {
-    std::string file, json, html;
+    std::string file, json, oracle_name = "auto", html;
     CheckFileOptions o;
   };
   auto opts = std::make_shared<Opts>();
@@ -22,6 +22,8 @@ void add_check(CLI::App& app, Action& action) {
   cmd->add_option("--max-rows", opts->o.max_rows, "rows per (b,h) checked before sampling starts")->check(CLI::PositiveNumber);
   cmd->add_option("--tile-q", opts->o.tile_q, "kernel's query tile, to name the worst element's tile")->check(CLI::PositiveNumber);
   cmd->add_option("--tile-kv", opts->o.tile_kv, "kernel's KV tile")->check(CLI::PositiveNumber);
+  cmd->add_option("--oracle", opts->oracle_name, "fp64 truth and baseline on: auto (the GPU for large problems when one is usable), cpu, gpu")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
   cmd->add_flag("--allow-nonfinite-inputs", opts->o.allow_nonfinite_inputs,
                 "accept NaN/Inf in q/k/v and check that they propagate to exactly the oracle's rows");
   cmd->callback([opts, &action] {
@@ -30,6 +32,9 @@ void add_check(CLI::App& app, Action& action) {
       Report r;
       try {
         opts->o.error_maps = !opts->html.empty();
+        opts->o.oracle = opts->oracle_name == "cpu"   ? OracleChoice::cpu
+                         : opts->oracle_name == "gpu" ? OracleChoice::gpu
+                                                      : OracleChoice::automatic;
         r = check_file(opts->file, opts->o);
         if (!opts->html.empty()) write_html(r, opts->html);
       } catch (const CannotTest& e) {

@@ -113,7 +113,7 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   }
   const Declared declared{base == "2" ? LseBase::two : LseBase::e,
                           empty == "-inf" ? EmptyRowLse::neg_inf : EmptyRowLse::pos_inf, opt.tile_q, opt.tile_kv};
-  Report r = judge(p, in, out, declared, JudgeOptions{opt.max_rows, opt.error_maps});
+  Report r = judge(p, in, out, declared, JudgeOptions{opt.max_rows, opt.error_maps, opt.oracle});
   r.repro = "flashcheck check " + path.string();
   if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");
   for (auto& line : names.ignored_lines()) r.notes.push_back(line);

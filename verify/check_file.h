@@ -9,6 +9,7 @@
 #include <string>
 
 #include "reference/conventions.h"
+#include "verify/expected.h"
 #include "verify/report.h"
 
 namespace flashcheck {
@@ -16,6 +17,7 @@ namespace flashcheck {
 struct CheckFileOptions {
   int64_t max_rows = kDefaultMaxRows;  // per (b, h): above this, rows are sampled (first/last 64 + spread)
   int64_t tile_q = 128, tile_kv = 128;
+  OracleChoice oracle = OracleChoice::automatic;  // --oracle: cpu, gpu, or auto (the GPU for large problems)
   bool allow_nonfinite_inputs = false;  // NaN/Inf in q/k/v are refused unless asked for
   bool error_maps = false;              // fill Report::maps (for `check --html`)
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "reference/gpu_oracle.h"
 #include "reference/mask.h"
 #include "reference/replica.h"
 #include "verify/baseline.h"
@@ -53,10 +54,28 @@ std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge, int
   return {s.begin(), s.end()};
 }
 
-Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64_t> rows, OracleChoice oracle) {
   Expected r;
-  r.oracle = naive_attention(p, in, rows);
-  r.baseline = dtype_baseline(p, in, rows);
+  const double n_rows = static_cast<double>(rows.empty() ? p.seq_q : static_cast<int64_t>(rows.size()));
+  const double work = static_cast<double>(p.batch * p.heads_q) * n_rows * static_cast<double>(p.seq_kv) *
+                      static_cast<double>(p.head_dim_qk + p.head_dim_v);
+  bool gpu = oracle == OracleChoice::gpu;
+  if (oracle == OracleChoice::gpu) {
+    if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
+  } else if (oracle == OracleChoice::automatic) {
+    gpu = work >= kGpuOracleWork && !gpu_oracle_unavailable();
+  }
+  if (gpu) {
+    try {
+      r.oracle = naive_attention_gpu(p, in, rows);
+      r.baseline = dtype_baseline_gpu(p, in, rows);
+    } catch (const OracleDoesNotFit& e) {
+      throw CannotTest(std::string("the GPU oracle cannot hold this problem: ") + e.what());
+    }
+  } else {
+    r.oracle = naive_attention(p, in, rows);
+    r.baseline = dtype_baseline(p, in, rows);
+  }
   const int64_t nr = r.oracle.num_rows;
   r.score_bound.resize(static_cast<size_t>(p.batch * p.heads_q * nr));
   auto norm = [](const float* x, int64_t n) {

@@ -25,7 +25,12 @@ struct Expected {
   // baseline error is the larger of the two.
   std::vector<float> flash_baseline;
 };
-Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
+// Which oracle computes the fp64 truth and the same-dtype baseline: the CPU's, the GPU's
+// (reference/gpu_oracle.h), or the GPU's for problems of at least kGpuOracleWork when one is usable.
+enum class OracleChoice { automatic, cpu, gpu };
+inline constexpr double kGpuOracleWork = 2e9;  // B·Hq·rows·Skv·(Dqk+Dv) from which `automatic` picks the GPU
+Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {},
+                       OracleChoice oracle = OracleChoice::cpu);
 
 // A kernel's base-2 LSE in natural log (ln x = log2 x · ln 2); poisoned entries stay poison so they
 // still read as unwritten.

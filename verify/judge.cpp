@@ -15,7 +15,7 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   if (out.lse && out.lse->size() != static_cast<size_t>(p.lse_elems()))
     throw std::invalid_argument("judge: lse has the wrong size");
   const std::vector<int64_t> rows = sample_rows(p.seq_q, opt.max_rows, 64, declared.tile_q);
-  const Expected expected = make_expected(p, in, rows);
+  const Expected expected = make_expected(p, in, rows, opt.oracle);
   KernelResult kr;
   kr.o = select_rows(p, {out.o.begin(), out.o.end()}, p.head_dim_v, expected.oracle);
   if (out.lse && declared.lse_base != LseBase::none) {

@@ -10,6 +10,7 @@
 #include "reference/conventions.h"
 #include "reference/inputs.h"
 #include "reference/problem.h"
+#include "verify/expected.h"
 #include "verify/report.h"
 
 namespace flashcheck {
@@ -35,6 +36,7 @@ struct KernelOutput {
 struct JudgeOptions {
   int64_t max_rows = kDefaultMaxRows;  // per (b, h): above this, rows are sampled
   bool error_maps = false;             // also fill Report::maps, for the HTML page (verify/report_html.h)
+  OracleChoice oracle = OracleChoice::automatic;  // CPU, GPU, or the GPU for large problems when present
 };
 
 // Samples rows (all when Sq ≤ max_rows), builds what is expected of them, restricts the kernel's

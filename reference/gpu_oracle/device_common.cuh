@@ -1,0 +1,94 @@
+// Device helpers shared by the GPU oracle's own kernels (and by nothing in gpu/).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "reference/gpu_oracle/kernels.h"
+
+namespace flashcheck::gpu_oracle {
+
+// Which keys query row i sees, written from the definitions in reference/problem.h (never taken
+// from a kernel): every alignment makes them a prefix [0, n).
+__device__ __forceinline__ int64_t visible_keys(const Geom& g, int64_t i) {
+  if (g.causal == 1) return i + 1 < g.seq_kv ? i + 1 : g.seq_kv;
+  if (g.causal == 2) {
+    const int64_t n = i + 1 + g.seq_kv - g.seq_q;
+    return n < 0 ? 0 : (n > g.seq_kv ? g.seq_kv : n);
+  }
+  return g.seq_kv;
+}
+
+// The piece-local kv head that local query head lbh reads (GQA: h / (Hq / Hkv)).
+__device__ __forceinline__ int64_t local_kv_head(const Geom& g, int64_t lbh) {
+  const int64_t bh = g.bh0 + lbh, b = bh / g.heads_q, h = bh % g.heads_q;
+  return b * g.heads_kv + h / (g.heads_q / g.heads_kv) - g.bkv0;
+}
+
+__device__ __forceinline__ double quiet_nan() { return __longlong_as_double(0x7ff8000000000000LL); }
+__device__ __forceinline__ double neg_inf() { return __longlong_as_double(static_cast<long long>(0xfff0000000000000ULL)); }
+
+// Four consecutive packed elements, loaded in one access (16 bytes of fp32, 8 of a 16-bit type)
+// into registers, widened exactly to fp32 later: loads of the next stage stay in flight while the
+// current one computes.
+template <typename T>
+struct Ld;
+template <>
+struct Ld<float> {
+  using R = float4;
+  static __device__ __forceinline__ R load(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+  static __device__ __forceinline__ float4 widen(R r) { return r; }
+};
+template <>
+struct Ld<__nv_bfloat16> {
+  using R = uint2;
+  static __device__ __forceinline__ R load(const __nv_bfloat16* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+  // bf16 is the upper half of an fp32: widening is a shift.
+  static __device__ __forceinline__ float4 widen(R r) {
+    return make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xffff0000u), __uint_as_float(r.y << 16),
+                       __uint_as_float(r.y & 0xffff0000u));
+  }
+};
+template <>
+struct Ld<__half> {
+  using R = uint2;
+  static __device__ __forceinline__ R load(const __half* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+  static __device__ __forceinline__ float h(unsigned bits) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  }
+  static __device__ __forceinline__ float4 widen(R r) {
+    return make_float4(h(r.x & 0xffffu), h(r.x >> 16), h(r.y & 0xffffu), h(r.y >> 16));
+  }
+};
+
+__device__ __forceinline__ bool all_finite(float4 x) {
+  return isfinite(x.x) && isfinite(x.y) && isfinite(x.z) && isfinite(x.w);
+}
+
+#ifndef FCO_HOST_EMULATION
+// D = A·B + D for one 8×8×4 fp64 tile (IEEE fp64 fused multiply-adds). Fragments, per lane
+// (g = lane / 4, t = lane % 4): A[g][t], B[t][g] (k = t), C[g][2t], C[g][2t + 1].
+__device__ __forceinline__ void dmma(double& c0, double& c1, double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+d"(c0), "+d"(c1)
+               : "d"(a), "d"(b));
+}
+
+// The block's dynamic shared memory.
+template <typename T>
+__device__ __forceinline__ T* dynamic_smem() {
+  extern __shared__ __align__(16) unsigned char fco_dynamic_smem[];
+  return reinterpret_cast<T*>(fco_dynamic_smem);
+}
+
+#define FCO_LAUNCH(kernel, blocks, threads, smem_bytes, stream, ...) \
+  kernel<<<(blocks), (threads), (smem_bytes), (stream)>>>(__VA_ARGS__)
+#else
+// reference/gpu_oracle/emulation runs these kernels on the host (fibers for threads, the warp's
+// mma and shuffles emulated), so CI machines without a GPU execute the very same kernel code.
+#define FCO_LAUNCH(kernel, blocks, threads, smem_bytes, stream, ...) \
+  ::fco_emu::launch((kernel), (blocks), (threads), (smem_bytes), (stream), __VA_ARGS__)
+#endif
+
+}  // namespace flashcheck::gpu_oracle

@@ -1,0 +1,389 @@
+// The fp64 oracle's kernels: S = (Q Kᵀ)·scale on FP64 tensor cores (mma.sync m8n8k4 f64), then
+// exp(s − m), ℓ and P·V on FP64 tensor cores, O = (P·V)/ℓ, LSE = m + log ℓ.
+//
+// Two passes over materialised scores, as the CPU oracle takes its steps: pass 1 writes S and, per
+// row and 64-key tile, the max of the visible scores; pass 2 knows the exact row max before it
+// takes a single exp, so no running-max rescale (and none of its rounding) enters. S costs
+// O(rows × Skv) device memory per head, which host.cpp bounds by splitting the work into pieces.
+#include <cuda_runtime.h>
+
+#include "reference/gpu_oracle/check.h"
+#include "reference/gpu_oracle/device_common.cuh"
+#include "reference/gpu_oracle/kernels.h"
+
+namespace flashcheck::gpu_oracle {
+namespace {
+
+constexpr int kBK = 16;   // reduction (dims, or keys) per shared-memory stage
+constexpr int kPad = 18;  // doubles per smem row of a 16-wide stage: +2 shifts rows by 4 banks,
+                          // so the 16-byte fragment loads of 8 lanes never share a bank
+// Weights never underflow to 0 here: exp's argument is floored at −709.784, so every visible key
+// (−inf scores included) weighs at least e^−709.784 ≈ 5.6e−309, as every exact softmax weight is
+// positive. An Inf value at a visible key then reaches the output as ±Inf, never as 0·Inf = NaN.
+// This is the CPU oracle's behaviour wherever Eigen's vectorised exp (which clamps at that very
+// argument) takes the key; its scalar tail underflows to 0 instead, so for Inf at such faint keys
+// the CPU oracle says Inf or NaN by the key's position (gpu_oracle_test accepts both there). In
+// finite rows the floor moves no output by more than n·5.6e−309·max|v|.
+constexpr double kExpArgFloor = -709.784;
+
+// Max that keeps NaN: a visible NaN score must make its row NaN, as in naive_attention.
+__device__ __forceinline__ double nan_max(double a, double b) { return (isnan(a) || isnan(b)) ? quiet_nan() : fmax(a, b); }
+
+// Pass 1. One block: 64 query rows × 64 keys of one head, 4 warps of 32×32 (4×4 mma tiles).
+// The reduction order is free, so within a 16-dim stage mma step s takes dims {4t + s}: a lane's
+// four A (and B) values are then 4 consecutive doubles, two 16-byte shared loads instead of four.
+template <typename T>
+__global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q, const T* __restrict__ k,
+                                                         const int64_t* __restrict__ rows, double* __restrict__ s,
+                                                         double* __restrict__ pmax, const Geom g) {
+  __shared__ __align__(16) double As[2][64][kPad];
+  __shared__ __align__(16) double Bs[2][64][kPad];
+  __shared__ double red[2][64];
+
+  const int64_t mtiles = g.nr_pad / 64, ntiles = g.skv_pad / 64;
+  int64_t bid = blockIdx.x;
+  const int64_t nt = bid % ntiles;
+  bid /= ntiles;
+  const int64_t mt = bid % mtiles, lbh = bid / mtiles;
+  const int64_t r0 = mt * 64, n0 = nt * 64;
+  // Rows ascend, so the tile's last row sees the most keys; a tile no row sees is never read.
+  if (n0 >= visible_keys(g, rows[r0 + 63])) return;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp >> 1, wn = warp & 1, g4 = lane >> 2, t4 = lane & 3;
+  const T* qb = q + (lbh * g.nr_pad + r0) * g.dqk_pad;
+  const T* kb = k + (local_kv_head(g, lbh) * g.skv_pad + n0) * g.dqk_pad;
+
+  using L = Ld<T>;
+  typename L::R qr[2], kr[2];
+  // Stage chunk c = tid + 128·i: row c / 4, dims 4·(c % 4) .. +3 of the stage.
+  auto load = [&](int64_t d0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int c = tid + 128 * i, row = c >> 2, cc = c & 3;
+      qr[i] = L::load(qb + row * g.dqk_pad + d0 + 4 * cc);
+      kr[i] = L::load(kb + row * g.dqk_pad + d0 + 4 * cc);
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int c = tid + 128 * i, row = c >> 2, cc = c & 3;
+      const float4 a = L::widen(qr[i]), b = L::widen(kr[i]);
+      double2* da = reinterpret_cast<double2*>(&As[buf][row][4 * cc]);
+      double2* db = reinterpret_cast<double2*>(&Bs[buf][row][4 * cc]);
+      da[0] = make_double2(a.x, a.y);
+      da[1] = make_double2(a.z, a.w);
+      db[0] = make_double2(b.x, b.y);
+      db[1] = make_double2(b.z, b.w);
+    }
+  };
+
+  double acc[4][4][2];
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) acc[mi][ni][0] = acc[mi][ni][1] = 0.0;
+
+  const int64_t nst = g.dqk_pad / kBK;
+  load(0);
+  store(0);
+  __syncthreads();
+  for (int64_t st = 0; st < nst; ++st) {
+    const int buf = static_cast<int>(st & 1);
+    if (st + 1 < nst) load((st + 1) * kBK);
+    double a[4][4], b[4][4];
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) {
+      const double2* p = reinterpret_cast<const double2*>(&As[buf][32 * wm + 8 * mi + g4][4 * t4]);
+      const double2 x = p[0], y = p[1];
+      a[mi][0] = x.x, a[mi][1] = x.y, a[mi][2] = y.x, a[mi][3] = y.y;
+    }
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      const double2* p = reinterpret_cast<const double2*>(&Bs[buf][32 * wn + 8 * ni + g4][4 * t4]);
+      const double2 x = p[0], y = p[1];
+      b[ni][0] = x.x, b[ni][1] = x.y, b[ni][2] = y.x, b[ni][3] = y.y;
+    }
+#pragma unroll
+    for (int sk = 0; sk < 4; ++sk)
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) dmma(acc[mi][ni][0], acc[mi][ni][1], a[mi][sk], b[ni][sk]);
+    if (st + 1 < nst) store(buf ^ 1);
+    __syncthreads();
+  }
+
+  // Epilogue: s = dot·scale (one rounding, as naive_attention's (Q Kᵀ)·scale), stored whole
+  // (masked entries too: pass 2 never reads them), and the NaN-sticky max over visible keys.
+  double* sb = s + (lbh * g.nr_pad + r0) * g.skv_pad + n0;
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi) {
+    const int row = 32 * wm + 8 * mi + g4;
+    const int64_t nvis = visible_keys(g, rows[r0 + row]);
+    double pm = neg_inf();
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      const int col = 32 * wn + 8 * ni + 2 * t4;
+      const double x0 = acc[mi][ni][0] * g.scale, x1 = acc[mi][ni][1] * g.scale;
+      *reinterpret_cast<double2*>(sb + row * g.skv_pad + col) = make_double2(x0, x1);
+      if (n0 + col < nvis) pm = nan_max(pm, x0);
+      if (n0 + col + 1 < nvis) pm = nan_max(pm, x1);
+    }
+    pm = nan_max(pm, __shfl_xor_sync(0xffffffffu, pm, 1));
+    pm = nan_max(pm, __shfl_xor_sync(0xffffffffu, pm, 2));
+    if (t4 == 0) red[wn][row] = pm;
+  }
+  __syncthreads();
+  if (tid < 64) pmax[(lbh * g.nr_pad + r0 + tid) * ntiles + nt] = nan_max(red[0][tid], red[1][tid]);
+}
+
+// Pass 2. One block: BM = 32·WR query rows × BNV = 32·DVT output columns, warps of 32×32 (4×4 mma
+// tiles); WR·DVT warps. Each key stage (16 keys): the block turns its 16 scores per row into
+// p = exp(s − m) in shared memory (each score exactly once when BNV covers Dv) and multiplies by the
+// V stage. Keys of a stage are permuted like pass 1's dims: mma step s takes keys {4t + s}.
+template <typename T, int DVT, int WR>
+__global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __restrict__ s,
+                                                               const double* __restrict__ pmax,
+                                                               const T* __restrict__ v,
+                                                               const int64_t* __restrict__ rows,
+                                                               double* __restrict__ o, double* __restrict__ lse,
+                                                               const Geom g) {
+  constexpr int NT = 32 * WR * DVT, BM = 32 * WR, BNV = 32 * DVT;
+  constexpr int VST = BNV + 1;         // odd row stride: the 4 keys a fragment load spans hit 4 bank groups
+  constexpr int EPT = BM * kBK / NT;   // scores per thread per stage (= 16 / DVT)
+  constexpr int VCH = kBK * BNV / 4 / NT;  // 4-element V chunks per thread per stage
+  static_assert(EPT * NT == BM * kBK && VCH * NT * 4 == kBK * BNV, "stage does not divide among threads");
+
+  double* smem = dynamic_smem<double>();
+  double(*Ps)[BM][kPad] = reinterpret_cast<double(*)[BM][kPad]>(smem);
+  double(*Vs)[kBK][VST] = reinterpret_cast<double(*)[kBK][VST]>(smem + 2 * BM * kPad);
+  __shared__ double row_m[BM], row_l[BM];
+  __shared__ int64_t row_n[BM];  // keys the row takes: 0 for empty and NaN rows
+  __shared__ int row_state[BM];  // 0: sees no key, 1: NaN row, 2: normal
+
+  const int64_t mtiles = g.nr_pad / BM, cblocks = g.dv_pad / BNV, ntiles = g.skv_pad / 64;
+  int64_t bid = blockIdx.x;
+  const int64_t cb = bid % cblocks;
+  bid /= cblocks;
+  const int64_t mt = bid % mtiles, lbh = bid / mtiles;
+  const int64_t r0 = mt * BM, c0 = cb * BNV;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WR, wn = warp / WR, g4 = lane >> 2, t4 = lane & 3;
+
+  if (tid < BM) {
+    const int64_t n = visible_keys(g, rows[r0 + tid]);
+    const double* pm = pmax + (lbh * g.nr_pad + r0 + tid) * ntiles;
+    double m = neg_inf();
+    for (int64_t t = 0; t * 64 < n; ++t) m = nan_max(m, pm[t]);
+    // NaN among the visible scores, all of them −inf (0/0) or a +inf one (inf − inf): the softmax
+    // is undefined and the row is NaN, exactly naive_attention's rule.
+    const int state = n == 0 ? 0 : (isnan(m) || isinf(m)) ? 1 : 2;
+    row_state[tid] = state;
+    row_m[tid] = state == 2 ? m : 0.0;
+    row_n[tid] = state == 2 ? n : 0;
+  }
+  const int64_t kend = visible_keys(g, rows[r0 + BM - 1]);
+  const int64_t nst = (kend + kBK - 1) / kBK;
+  __syncthreads();
+
+  const double* sb = s + (lbh * g.nr_pad + r0) * g.skv_pad;
+  const T* vb = v + local_kv_head(g, lbh) * g.skv_pad * g.dv_pad + c0;
+  const int kk = tid & 15;  // the key (within a stage) of every score this thread turns into p
+  using L = Ld<T>;
+  double sr[EPT];
+  typename L::R vr[VCH];
+  double lpart[EPT];
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) lpart[i] = 0.0;
+
+  auto load = [&](int64_t k0) {
+#pragma unroll
+    for (int i = 0; i < EPT; ++i) sr[i] = sb[((tid >> 4) + (NT / 16) * i) * g.skv_pad + k0 + kk];
+#pragma unroll
+    for (int i = 0; i < VCH; ++i) {
+      const int c = tid + NT * i, key = c / (BNV / 4), cc = c % (BNV / 4);
+      vr[i] = L::load(vb + (k0 + key) * g.dv_pad + 4 * cc);
+    }
+  };
+  // p = exp(s − m) for visible keys, exactly 0 for the others; returns "V stage has inf/NaN".
+  auto store = [&](int buf, int64_t k0) -> int {
+#pragma unroll
+    for (int i = 0; i < EPT; ++i) {
+      const int row = (tid >> 4) + (NT / 16) * i;
+      double e = 0.0;
+      if (k0 + kk < row_n[row]) {
+        e = exp(fmax(sr[i] - row_m[row], kExpArgFloor));
+        lpart[i] += e;
+      }
+      Ps[buf][row][kk] = e;
+    }
+    int bad = 0;
+#pragma unroll
+    for (int i = 0; i < VCH; ++i) {
+      const int c = tid + NT * i, key = c / (BNV / 4), cc = c % (BNV / 4);
+      const float4 x = L::widen(vr[i]);
+      bad |= !all_finite(x);
+      double* d = &Vs[buf][key][4 * cc];
+      d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
+    }
+    return bad;
+  };
+
+  double acc[4][4][2];
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) acc[mi][ni][0] = acc[mi][ni][1] = 0.0;
+
+  if (nst > 0) {
+    load(0);
+    int bad = __syncthreads_or(store(0, 0));
+    for (int64_t st = 0; st < nst; ++st) {
+      const int buf = static_cast<int>(st & 1);
+      if (st + 1 < nst) load((st + 1) * kBK);
+      if (!bad) {
+        double a[4][4];
+#pragma unroll
+        for (int mi = 0; mi < 4; ++mi) {
+          const double2* p = reinterpret_cast<const double2*>(&Ps[buf][32 * wm + 8 * mi + g4][4 * t4]);
+          const double2 x = p[0], y = p[1];
+          a[mi][0] = x.x, a[mi][1] = x.y, a[mi][2] = y.x, a[mi][3] = y.y;
+        }
+#pragma unroll
+        for (int sk = 0; sk < 4; ++sk) {
+          double b[4];
+#pragma unroll
+          for (int ni = 0; ni < 4; ++ni) b[ni] = Vs[buf][4 * t4 + sk][32 * wn + 8 * ni + g4];
+#pragma unroll
+          for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < 4; ++ni) dmma(acc[mi][ni][0], acc[mi][ni][1], a[mi][sk], b[ni]);
+        }
+      } else {
+        // Inf or NaN in this V stage: p = 0 times inf is NaN, so a key a row does not see would
+        // poison it through the tile product. Take the products one by one and skip masked keys
+        // (naive_attention does the same for such heads); visible keys still propagate NaN/Inf.
+        const int64_t k0 = st * kBK;
+#pragma unroll
+        for (int mi = 0; mi < 4; ++mi) {
+          const int row = 32 * wm + 8 * mi + g4;
+          const int64_t n = row_n[row];
+#pragma unroll
+          for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int col = 32 * wn + 8 * ni + 2 * t4 + c;
+              for (int j = 0; j < kBK; ++j)
+                if (k0 + j < n) acc[mi][ni][c] += Ps[buf][row][j] * Vs[buf][j][col];
+            }
+        }
+      }
+      int next_bad = 0;
+      if (st + 1 < nst) next_bad = store(buf ^ 1, (st + 1) * kBK);
+      bad = __syncthreads_or(next_bad);
+    }
+  }
+
+  // ℓ: each thread summed one key column of its rows; the 16 lanes of a row finish the sum.
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) {
+    double lp = lpart[i];
+#pragma unroll
+    for (int off = 1; off < 16; off <<= 1) lp += __shfl_xor_sync(0xffffffffu, lp, off);
+    if (kk == 0) row_l[(tid >> 4) + (NT / 16) * i] = lp;
+  }
+  __syncthreads();
+
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi) {
+    const int row = 32 * wm + 8 * mi + g4;
+    const int64_t r = r0 + row;
+    if (r >= g.nr) continue;
+    const int state = row_state[row];
+    double* orow = o + (lbh * g.nr + r) * g.dv;
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int64_t col = c0 + 32 * wn + 8 * ni + 2 * t4 + c;
+        if (col >= g.dv) continue;
+        // ℓ ≥ 1 for a normal row: its max key contributes exp(0) = 1.
+        orow[col] = state == 2 ? acc[mi][ni][c] / row_l[row] : (state == 0 ? 0.0 : quiet_nan());
+      }
+  }
+  if (cb == 0 && tid < BM && r0 + tid < g.nr) {
+    const int state = row_state[tid];
+    lse[lbh * g.nr + r0 + tid] = state == 2 ? row_m[tid] + log(row_l[tid]) : (state == 0 ? neg_inf() : quiet_nan());
+  }
+}
+
+template <typename T>
+void scores_as(const void* q, const void* k, const int64_t* rows, double* s, double* pmax, const Geom& g,
+               cudaStream_t st) {
+  const int64_t blocks = g.nbh * (g.nr_pad / 64) * (g.skv_pad / 64);
+  if (blocks <= 0) return;
+  FCO_LAUNCH(f64_scores_kernel<T>, static_cast<unsigned>(blocks), 128, 0, st, static_cast<const T*>(q),
+             static_cast<const T*>(k), rows, s, pmax, g);
+  FCO_LAUNCHED(f64_scores_kernel);
+}
+
+template <typename T, int DVT, int WR>
+void pv_as(const double* s, const double* pmax, const void* v, const int64_t* rows, double* o, double* lse,
+           const Geom& g, cudaStream_t st) {
+  constexpr int BM = 32 * WR, BNV = 32 * DVT;
+  const int64_t blocks = g.nbh * (g.nr_pad / BM) * (g.dv_pad / BNV);
+  if (blocks <= 0) return;
+  const size_t smem = (2 * BM * kPad + 2 * kBK * (BNV + 1)) * sizeof(double);
+  auto kernel = f64_pv_kernel<T, DVT, WR>;
+  FCO_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  FCO_LAUNCH(kernel, static_cast<unsigned>(blocks), 32 * WR * DVT, smem, st, s, pmax, static_cast<const T*>(v), rows,
+             o, lse, g);
+  FCO_LAUNCHED(f64_pv_kernel);
+}
+
+template <typename T>
+void pv_dispatch(const double* s, const double* pmax, const void* v, const int64_t* rows, double* o, double* lse,
+                 const Geom& g, cudaStream_t st) {
+  // 256 threads at most: BM = 64 rows up to Dv 128; 32 rows at Dv 256 keeps registers under the cap.
+  switch (g.dv_pad < 256 ? g.dv_pad : 256) {
+    case 32: return pv_as<T, 1, 2>(s, pmax, v, rows, o, lse, g, st);
+    case 64: return pv_as<T, 2, 2>(s, pmax, v, rows, o, lse, g, st);
+    case 128: return pv_as<T, 4, 2>(s, pmax, v, rows, o, lse, g, st);
+    default: return pv_as<T, 8, 1>(s, pmax, v, rows, o, lse, g, st);
+  }
+}
+
+}  // namespace
+
+void launch_f64_scores(Elem e, const void* q, const void* k, const int64_t* rows, double* s, double* pmax,
+                       const Geom& g, cudaStream_t st) {
+  switch (e) {
+    case Elem::f32: return scores_as<float>(q, k, rows, s, pmax, g, st);
+    case Elem::f16: return scores_as<__half>(q, k, rows, s, pmax, g, st);
+    case Elem::bf16: return scores_as<__nv_bfloat16>(q, k, rows, s, pmax, g, st);
+  }
+}
+
+void launch_f64_pv(Elem e, const double* s, const double* pmax, const void* v, const int64_t* rows, double* o,
+                   double* lse, const Geom& g, cudaStream_t st) {
+  switch (e) {
+    case Elem::f32: return pv_dispatch<float>(s, pmax, v, rows, o, lse, g, st);
+    case Elem::f16: return pv_dispatch<__half>(s, pmax, v, rows, o, lse, g, st);
+    case Elem::bf16: return pv_dispatch<__nv_bfloat16>(s, pmax, v, rows, o, lse, g, st);
+  }
+}
+
+bool kernels_loadable(cudaError_t* why) {
+  cudaFuncAttributes attr{};
+  const cudaError_t e = cudaFuncGetAttributes(&attr, f64_scores_kernel<float>);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (why) *why = e;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace flashcheck::gpu_oracle

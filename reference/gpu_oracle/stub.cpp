@@ -1,0 +1,28 @@
+// The GPU oracle in a build without CUDA: it says why it cannot run, and runs nothing.
+#include <stdexcept>
+
+#include "reference/gpu_oracle.h"
+#include "reference/gpu_oracle/detail.h"
+
+namespace flashcheck {
+
+std::optional<std::string> gpu_oracle_unavailable() {
+  return std::string("flashcheck was built without CUDA (no nvcc found at configure time, or FLASHCHECK_CUDA=OFF)");
+}
+
+OracleResult naive_attention_gpu(const Problem&, const Inputs&, std::span<const int64_t>) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+std::vector<float> dtype_baseline_gpu(const Problem&, const Inputs&, std::span<const int64_t>) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+namespace gpu_oracle_detail {
+Timing last_timing() { return {}; }
+void set_memory_budget(int64_t) {}
+int64_t free_device_bytes() { return 0; }
+Ceilings measure_ceilings() { throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable()); }
+}  // namespace gpu_oracle_detail
+
+}  // namespace flashcheck
