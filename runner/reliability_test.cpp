@@ -274,6 +274,7 @@ TEST(Loader, TakesAPathWithoutSlashRelativeToTheWorkingDirectory) {
 TEST(Report, NoOkBesideAValuePastItsLimit) {
   Report r;
   r.elements = 4096;
+  r.compared = 4096;
   r.criteria.push_back({"ulp", true, 1.0, 0.45, "reported only: 300 significant elements (< 1024)"});
   r.criteria.push_back({"lse", true, 0.002, 0.001, "0 rows off by more than atol + rtol*(...)"});
   r.criteria.push_back({"rel_l2", true, 0.001, 0.01, "|o-r|/|r|, at most"});

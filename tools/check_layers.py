@@ -29,7 +29,7 @@ ALLOWED = {
 }
 # Folder -> project libraries its CMakeLists.txt may link.
 LINKS = {
-    "reference": set(),
+    "reference": {"fc_reference"},  # reference's own libraries (the GPU oracle builds on the problem model)
     "verify": {"fc_reference", "fc_gpu_oracle"},
     "fuzz": {"fc_reference", "fc_verify"},
     "gpu": {"fc_reference"},

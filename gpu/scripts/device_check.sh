@@ -59,10 +59,14 @@ for v in $variants; do
                 "b=1 hq=1 hkv=1 sq=150 skv=500 dqk=256 dv=256 causal=none"; do
       for dt in $(kernel_dtypes "$v"); do
         step "$tool $v ($prob dtype=$dt)" "${tool}_$v.log" compute-sanitizer --tool "$tool" --error-exitcode 3 \
-          "$fc" run --kernel "$v" --problem "$prob dtype=$dt" --dist normal --input-seed "$seed" ${SAN_FLAGS:-}
+          "$fc" run --kernel "$v" --problem "$prob dtype=$dt" --dist normal --input-seed "$seed" ${SAN_FLAGS:---no-isolation}
       done
     done
   done
+  # Production load: hundreds of CTAs, L2 overflowing, where missing barriers and shallow waits bite
+  # (issue #14); rows sampled with every q-tile's edges, the GPU oracle when one is usable.
+  step "load campaign $v (${LOAD_CASES:-20} cases)" "load_$v.log" "$fc" run --kernel "$v" --load \
+    --cases "${LOAD_CASES:-20}" --seed "$seed"
   step "determinism $v (100 runs)" "determinism_$v.log" "$fc" determinism --kernel "$v" --runs 100 \
     --problem "${DET_PROBLEM:-b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right}"
 done

@@ -1,0 +1,46 @@
+"""Writes a production-size attention output (torch SDPA on the GPU) and times `flashcheck check`
+on it end to end, every row (issue #11: (4,64,8192,128) bf16, causal and not, in < 10 s).
+
+usage: check_production.py FLASHCHECK_BINARY B,H,S,D[,causal] ... [--oracle gpu] [--dir /tmp]
+Each file is written with safetensors (q, k, v, o in bf16; causal metadata bottom_right, which is
+top-left as well when Sq = Skv), then `check --max-rows S --oracle ORACLE` runs under `time`.
+"""
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+fc = sys.argv[1]
+args = [a for a in sys.argv[2:] if not a.startswith("--")]
+oracle = "gpu"
+if "--oracle" in sys.argv:
+    oracle = sys.argv[sys.argv.index("--oracle") + 1]
+    args = [a for a in args if a != oracle]
+folder = sys.argv[sys.argv.index("--dir") + 1] if "--dir" in sys.argv else "/tmp"
+for spec in args:
+    parts = spec.split(",")
+    b, h, s, d = map(int, parts[:4])
+    causal = len(parts) > 4 and parts[4] == "causal"
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    path = os.path.join(folder, f"prod_{b}_{h}_{s}_{d}_{'causal' if causal else 'full'}.safetensors")
+    t0 = time.time()
+    save_file({"q": q.cpu(), "k": k.cpu(), "v": v.cpu(), "o": o.contiguous().cpu()}, path,
+              metadata={"causal": "bottom_right" if causal else "none"})
+    written = time.time() - t0
+    del q, k, v, o
+    torch.cuda.empty_cache()
+    t0 = time.time()
+    r = subprocess.run([fc, "check", path, "--max-rows", str(s), "--oracle", oracle], capture_output=True, text=True)
+    took = time.time() - t0
+    print(f"{spec}: file {os.path.getsize(path) / 1e9:.2f} GB written in {written:.1f} s; "
+          f"check --oracle {oracle} every row: rc={r.returncode} in {took:.1f} s")
+    print("\n".join(r.stdout.splitlines()[:14]))
+    if r.returncode not in (0, 1):
+        print(r.stderr[-2000:])
+    os.remove(path)
