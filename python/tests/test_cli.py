@@ -84,7 +84,8 @@ def test_run_json_to_stdout_is_json_alone():
 def test_run_html_pages_for_failures(tmp_path):
     plugin = BUILD / "broken_plugins.so"
     assert plugin.is_file(), f"{plugin} not built"
-    r = run("run", "--plugin", plugin, "--kernel", "broken_unwritten_row", "--cases", "3", "--max-seq", "24",
+    # f32 only: the plugin declines f16, and a few drawn cases could all be f16 (then nothing is tested).
+    r = run("run", "--plugin", plugin, "--kernel", "broken_unwritten_row", "--cases", "4", "--dtype", "f32", "--max-seq", "24",
             "--seed", seed_for(5) % 2**63, "--html", tmp_path / "pages", "--json", "-")
     assert r.returncode == 1, r.stderr
     j = json.loads(r.stdout)
