@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include <omp.h>
+
+#include "reference/blas_core.h"
 #include "reference/naive.h"
 #include "tools/commands.h"
 #include "tools/strict_options.h"
@@ -37,7 +40,8 @@ void add_oracle(CLI::App& app, Action& action) {
       const auto t0 = std::chrono::steady_clock::now();
       const OracleResult r = naive_attention(p, in);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("%s: fp64 oracle %.3f s, %.2f GFLOPS, lse[0] = %.17g\n", to_string(p).c_str(), s, p.flops() / s * 1e-9, r.lse[0]);
+      std::printf("%s: fp64 oracle %.3f s, %.2f GFLOPS, lse[0] = %.17g (OpenBLAS %s kernels, %d threads)\n", to_string(p).c_str(), s,
+                  p.flops() / s * 1e-9, r.lse[0], blas_core().c_str(), omp_get_max_threads());
       return 0;
     };
   });

@@ -5,11 +5,13 @@
 #include <cstring>
 #include <exception>
 
+#include "reference/blas_core.h"
 #include "runner/isolation.h"
 #include "tools/commands.h"
 #include "verify/check_file.h"
 
 int main(int argc, char** argv) {
+  flashcheck::restart_with_better_blas_core(argv);  // before anything runs: OpenBLAS reads its core only at load
   // A kernel's worker process (runner/isolation.h) is this binary, started fresh by flashcheck.
   if (argc >= 2 && std::strcmp(argv[1], flashcheck::kWorkerArg) == 0) return flashcheck::worker_main(argc, argv);
   namespace cli = flashcheck::cli;
