@@ -1,5 +1,6 @@
 #include "verify/check_file.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "verify/judge.h"
@@ -25,7 +26,13 @@ void expect_shape(const std::string& name, const StTensor& t, const std::vector<
 }
 
 void refuse_nonfinite(const std::string& name, const std::vector<float>& x, const std::vector<int64_t>& shape) {
-  for (size_t i = 0; i < x.size(); ++i) {
+  // The first non-finite element, found over all threads (inputs reach 10^9 elements).
+  int64_t first = static_cast<int64_t>(x.size());
+  const int64_t n = first;
+#pragma omp parallel for reduction(min : first) schedule(static)
+  for (int64_t j = 0; j < n; ++j)
+    if (!std::isfinite(x[static_cast<size_t>(j)]) && j < first) first = j;
+  for (size_t i = static_cast<size_t>(first); i < x.size(); ++i) {
     if (std::isfinite(x[i])) continue;
     std::string at;
     size_t rem = i;
@@ -42,12 +49,20 @@ void refuse_nonfinite(const std::string& name, const std::vector<float>& x, cons
 }  // namespace
 
 Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
+  std::vector<std::pair<std::string, double>> timings;
+  auto t = std::chrono::steady_clock::now();
+  auto lap = [&](const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    timings.emplace_back(phase, std::chrono::duration<double>(now - t).count());
+    t = now;
+  };
   SafetensorsFile f;
   try {
     f = read_safetensors(path);
   } catch (const SafetensorsError& e) {
     throw CannotTest(e.what());
   }
+  lap("read file");
   // A misspelt name (`casual`, `LSE`) would otherwise be judged as absent: the default causal mode,
   // or no LSE check at all. Near misses are refused; other unknown names are read past and said.
   const NameAudit names = audit_names(f);
@@ -96,12 +111,14 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   expect_shape("o", o, {p.batch, p.heads_q, p.seq_q, p.head_dim_v});
 
   Inputs in{q.to_f32("q"), k.to_f32("k"), v.to_f32("v")};
+  const std::vector<float> o_f32 = o.to_f32("o");
+  lap("widen to fp32");
   if (!opt.allow_nonfinite_inputs) {
     refuse_nonfinite("q", in.q, q.shape);
     refuse_nonfinite("k", in.k, k.shape);
     refuse_nonfinite("v", in.v, v.shape);
+    lap("scan inputs for NaN/Inf");
   }
-  const std::vector<float> o_f32 = o.to_f32("o");
   std::vector<float> lse;
   KernelOutput out{o_f32, std::nullopt, std::nullopt};
   if (auto it = f.tensors.find("lse"); it != f.tensors.end()) {
@@ -113,7 +130,9 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   }
   const Declared declared{base == "2" ? LseBase::two : LseBase::e,
                           empty == "-inf" ? EmptyRowLse::neg_inf : EmptyRowLse::pos_inf, opt.tile_q, opt.tile_kv};
-  Report r = judge(p, in, out, declared, JudgeOptions{opt.max_rows, opt.error_maps, opt.oracle});
+  lap("lse");
+  Report r = judge(p, in, out, declared, JudgeOptions{opt.max_rows, opt.error_maps, opt.oracle, opt.timings});
+  if (opt.timings) r.timings.insert(r.timings.begin(), timings.begin(), timings.end());
   r.repro = "flashcheck check " + path.string();
   if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");
   for (auto& line : names.ignored_lines()) r.notes.push_back(line);

@@ -20,6 +20,7 @@ struct CheckFileOptions {
   OracleChoice oracle = OracleChoice::automatic;  // --oracle: cpu, gpu, or auto (the GPU for large problems)
   bool allow_nonfinite_inputs = false;  // NaN/Inf in q/k/v are refused unless asked for
   bool error_maps = false;              // fill Report::maps (for `check --html`)
+  bool timings = false;                 // fill Report::timings: where a large check spends its time
 };
 
 Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt);

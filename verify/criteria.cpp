@@ -154,14 +154,9 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   // The output's scale, from the oracle alone: the baseline rule's atol and the ULP rule's
   // "significant" threshold are relative to it.
   double max_ref = 0;
-  for (double o : oracle.o)
-    if (std::isfinite(o)) max_ref = std::max(max_ref, std::fabs(o));
-  CosineAccumulator cos;
-  double diff2 = 0, ref2 = 0, ulp_sum = 0;
-  int64_t ulp_count = 0, significant = 0;
-  double bias_sum = 0, bias_mag_sum = 0;  // Σ err/ulp, and Σ sign(r)·err/ulp, over significant elements
-  std::optional<Location> first_nan;
-  double worst_err = -1;
+#pragma omp parallel for reduction(max : max_ref) schedule(static)
+  for (size_t e = 0; e < n_o; ++e)
+    if (std::isfinite(oracle.o[e])) max_ref = std::max(max_ref, std::fabs(oracle.o[e]));
   auto locate = [&](size_t e, double k, double o) {
     Location l;
     const int64_t row_i = static_cast<int64_t>(e / static_cast<size_t>(dv)) % nr;
@@ -177,50 +172,101 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     return l;
   };
 
-  for (size_t e = 0; e < n_o; ++e) {
-    const float k = kernel.o[e];
-    const double o = oracle.o[e];
-    const int64_t row = oracle.row_at(static_cast<int64_t>(e / static_cast<size_t>(dv)) % nr);
-    const MapFlag flag = classify_o(p.dtype, k, o, visible_keys(p, row) == 0);
-    if (flag == MapFlag::unwritten || flag == MapFlag::nan_mismatch) {
-      ++(flag == MapFlag::unwritten ? r.unwritten : r.nan_mismatches);
-      if (!first_nan) first_nan = locate(e, k, o);
-      continue;
-    }
-    if (flag == MapFlag::empty_row_nonzero) ++r.empty_row_violations;
-    if (flag != MapFlag::ok) continue;
-    const double err = std::fabs(static_cast<double>(k) - o);
-    cos.add(k, o);
-    ++r.compared;
-    diff2 += err * err;
-    ref2 += o * o;
-    r.max_abs = std::max(r.max_abs, err);
-    // An eager baseline that overflows (f16 scores past 65504) has no error to scale by: the rule
-    // then does not apply, and the remaining criteria judge alone.
-    double berr = std::fabs(static_cast<double>(baseline[e]) - o);
-    if (!ref.flash_baseline.empty()) berr = std::max(berr, std::fabs(static_cast<double>(ref.flash_baseline[e]) - o));
-    r.baseline_max_abs = std::isfinite(berr) ? std::max(r.baseline_max_abs, berr) : INFINITY;
-    if (err > worst_err) {
-      worst_err = err;
-      r.worst = locate(e, k, o);
-    }
-    const uint64_t u = ulp_distance(p.dtype, k, round_to(p.dtype, static_cast<float>(o)));
-    r.ulp_max = std::max(r.ulp_max, u);
-    ulp_sum += static_cast<double>(u);
-    ++ulp_count;
-    // The ULP rule counts significant elements only: where an output cancels to near 0 its ULP is
-    // tiny and any fp32 accumulation lands many ULPs away, which says nothing about the kernel.
-    if (std::fabs(o) >= max_ref / 16) {
-      ++significant;
-      if (u > tol.ulp_n) ++r.ulp_over_n;
-      // Signed error in ULPs of the exact value: a correctly rounding kernel errs both ways and its
-      // mean is ~0; truncation (toward zero, or toward -inf) moves every element the same way.
-      const double e_ulp = (static_cast<double>(k) - o) / ulp_at(p.dtype, o);
-      bias_sum += e_ulp;
-      bias_mag_sum += o < 0 ? -e_ulp : e_ulp;
+  // Production outputs hold 10^8..10^9 elements, so the pass runs over all threads. It is cut into
+  // a fixed number of rows per chunk (not per thread) and the chunks' sums are added in chunk order:
+  // the report is the same bits on 2 cores and on 128.
+  struct Partial {
+    CosineAccumulator cos;
+    double diff2 = 0, ref2 = 0, ulp_sum = 0, max_abs = 0, baseline_max_abs = 0, worst_err = -1;
+    double bias_sum = 0, bias_mag_sum = 0;  // Σ err/ulp, and Σ sign(r)·err/ulp, over significant elements
+    uint64_t ulp_max = 0;
+    int64_t ulp_count = 0, significant = 0, ulp_over_n = 0, compared = 0, unwritten = 0, nan_mismatches = 0,
+            empty_row_violations = 0;
+    size_t worst_e = 0, first_nan_e = SIZE_MAX;
+  };
+  constexpr int64_t kChunkRows = 256;
+  const int64_t all_rows = bh_n * nr, n_chunks = (all_rows + kChunkRows - 1) / kChunkRows;
+  std::vector<Partial> parts(static_cast<size_t>(n_chunks));
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    Partial& a = parts[static_cast<size_t>(c)];
+    for (int64_t gr = c * kChunkRows; gr < std::min(all_rows, (c + 1) * kChunkRows); ++gr) {
+      const bool empty_row = visible_keys(p, oracle.row_at(gr % nr)) == 0;
+      for (size_t e = static_cast<size_t>(gr * dv); e < static_cast<size_t>((gr + 1) * dv); ++e) {
+        const float k = kernel.o[e];
+        const double o = oracle.o[e];
+        const MapFlag flag = classify_o(p.dtype, k, o, empty_row);
+        if (flag == MapFlag::unwritten || flag == MapFlag::nan_mismatch) {
+          ++(flag == MapFlag::unwritten ? a.unwritten : a.nan_mismatches);
+          a.first_nan_e = std::min(a.first_nan_e, e);
+          continue;
+        }
+        if (flag == MapFlag::empty_row_nonzero) ++a.empty_row_violations;
+        if (flag != MapFlag::ok) continue;
+        const double err = std::fabs(static_cast<double>(k) - o);
+        a.cos.add(k, o);
+        ++a.compared;
+        a.diff2 += err * err;
+        a.ref2 += o * o;
+        a.max_abs = std::max(a.max_abs, err);
+        // An eager baseline that overflows (f16 scores past 65504) has no error to scale by: the
+        // rule then does not apply, and the remaining criteria judge alone.
+        double berr = std::fabs(static_cast<double>(baseline[e]) - o);
+        if (!ref.flash_baseline.empty()) berr = std::max(berr, std::fabs(static_cast<double>(ref.flash_baseline[e]) - o));
+        a.baseline_max_abs = std::isfinite(berr) ? std::max(a.baseline_max_abs, berr) : INFINITY;
+        if (err > a.worst_err) {
+          a.worst_err = err;
+          a.worst_e = e;
+        }
+        const uint64_t u = ulp_distance(p.dtype, k, round_to(p.dtype, static_cast<float>(o)));
+        a.ulp_max = std::max(a.ulp_max, u);
+        a.ulp_sum += static_cast<double>(u);
+        ++a.ulp_count;
+        // The ULP rule counts significant elements only: where an output cancels to near 0 its ULP
+        // is tiny and any fp32 accumulation lands many ULPs away, which says nothing about the kernel.
+        if (std::fabs(o) >= max_ref / 16) {
+          ++a.significant;
+          if (u > tol.ulp_n) ++a.ulp_over_n;
+          // Signed error in ULPs of the exact value: a correctly rounding kernel errs both ways and
+          // its mean is ~0; truncation (toward zero, or toward -inf) moves every element the same way.
+          const double e_ulp = (static_cast<double>(k) - o) / ulp_at(p.dtype, o);
+          a.bias_sum += e_ulp;
+          a.bias_mag_sum += o < 0 ? -e_ulp : e_ulp;
+        }
+      }
     }
   }
-  if (first_nan) r.worst = first_nan;
+  CosineAccumulator cos;
+  double diff2 = 0, ref2 = 0, ulp_sum = 0, bias_sum = 0, bias_mag_sum = 0, worst_err = -1;
+  int64_t ulp_count = 0, significant = 0;
+  size_t worst_e = 0, first_nan_e = SIZE_MAX;
+  for (const Partial& a : parts) {
+    cos.xy += a.cos.xy;
+    cos.xx += a.cos.xx;
+    cos.yy += a.cos.yy;
+    diff2 += a.diff2;
+    ref2 += a.ref2;
+    ulp_sum += a.ulp_sum;
+    bias_sum += a.bias_sum;
+    bias_mag_sum += a.bias_mag_sum;
+    ulp_count += a.ulp_count;
+    significant += a.significant;
+    r.ulp_over_n += a.ulp_over_n;
+    r.compared += a.compared;
+    r.unwritten += a.unwritten;
+    r.nan_mismatches += a.nan_mismatches;
+    r.empty_row_violations += a.empty_row_violations;
+    r.max_abs = std::max(r.max_abs, a.max_abs);
+    r.baseline_max_abs = std::max(r.baseline_max_abs, a.baseline_max_abs);
+    r.ulp_max = std::max(r.ulp_max, a.ulp_max);
+    if (a.worst_err > worst_err) {  // strictly larger: the first such element in order, as one pass finds
+      worst_err = a.worst_err;
+      worst_e = a.worst_e;
+    }
+    first_nan_e = std::min(first_nan_e, a.first_nan_e);
+  }
+  if (worst_err >= 0) r.worst = locate(worst_e, kernel.o[worst_e], oracle.o[worst_e]);
+  if (first_nan_e != SIZE_MAX) r.worst = locate(first_nan_e, kernel.o[first_nan_e], oracle.o[first_nan_e]);
   r.cosine = cos.value();
   r.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0.0);
   r.ulp_mean = ulp_count ? ulp_sum / static_cast<double>(ulp_count) : 0.0;

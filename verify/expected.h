@@ -24,6 +24,7 @@ struct Expected {
   // baseline is nearly exact, sometimes exact by luck (a 64× ratio was seen), so for f32 the
   // baseline error is the larger of the two.
   std::vector<float> flash_baseline;
+  std::vector<std::pair<std::string, double>> timings;  // wall seconds per step, for Report::timings
 };
 // Which oracle computes the fp64 truth and the same-dtype baseline: the CPU's, the GPU's
 // (reference/gpu_oracle.h), or the GPU's for problems of at least kGpuOracleWork when one is usable.

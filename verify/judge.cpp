@@ -1,5 +1,6 @@
 #include "verify/judge.h"
 
+#include <chrono>
 #include <stdexcept>
 #include <vector>
 
@@ -15,7 +16,8 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   if (out.lse && out.lse->size() != static_cast<size_t>(p.lse_elems()))
     throw std::invalid_argument("judge: lse has the wrong size");
   const std::vector<int64_t> rows = sample_rows(p.seq_q, opt.max_rows, 64, declared.tile_q);
-  const Expected expected = make_expected(p, in, rows, opt.oracle);
+  Expected expected = make_expected(p, in, rows, opt.oracle);
+  const auto t0 = std::chrono::steady_clock::now();
   KernelResult kr;
   kr.o = select_rows(p, {out.o.begin(), out.o.end()}, p.head_dim_v, expected.oracle);
   if (out.lse && declared.lse_base != LseBase::none) {
@@ -26,6 +28,10 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   Report r = verify_output(p, expected, kr,
                            CheckOptions{tolerance_for(p.dtype), declared.tile_q, declared.tile_kv, declared.empty_lse,
                                         opt.error_maps});
+  if (opt.timings) {
+    r.timings = std::move(expected.timings);
+    r.timings.emplace_back("criteria", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   if (out.oob_writes)
     r.criteria.push_back({"out_of_bounds", *out.oob_writes == 0, static_cast<double>(*out.oob_writes), 0,
                           "canary bytes around o and lse overwritten (writes past the buffers)"});

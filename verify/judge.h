@@ -37,6 +37,7 @@ struct JudgeOptions {
   int64_t max_rows = kDefaultMaxRows;  // per (b, h): above this, rows are sampled
   bool error_maps = false;             // also fill Report::maps, for the HTML page (verify/report_html.h)
   OracleChoice oracle = OracleChoice::automatic;  // CPU, GPU, or the GPU for large problems when present
+  bool timings = false;                           // fill Report::timings
 };
 
 // Samples rows (all when Sq ≤ max_rows), builds what is expected of them, restricts the kernel's

@@ -24,7 +24,12 @@ float poison_value(DType d) {
 }
 
 bool is_poison(DType d, float widened) {
-  return std::bit_cast<uint32_t>(widened) == std::bit_cast<uint32_t>(poison_value(d));
+  // Called once per output element: the widened patterns are computed once.
+  static const uint32_t widened_bits[3] = {std::bit_cast<uint32_t>(poison_value(DType::f32)),
+                                           std::bit_cast<uint32_t>(poison_value(DType::f16)),
+                                           std::bit_cast<uint32_t>(poison_value(DType::bf16))};
+  const int i = d == DType::f32 ? 0 : d == DType::f16 ? 1 : 2;
+  return std::bit_cast<uint32_t>(widened) == widened_bits[i];
 }
 
 int64_t ordered_bits(DType d, float x) {

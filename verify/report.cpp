@@ -111,6 +111,7 @@ nlohmann::json to_json(const Report& r) {
   }
   j["repro"] = r.repro;
   j["notes"] = r.notes;
+  for (const auto& [phase, s] : r.timings) j["timings_s"][phase] = s;
   return j;
 }
 

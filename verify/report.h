@@ -86,6 +86,9 @@ struct Report {
   // e.g. "lse: not checked (the file has no 'lse' tensor)", "metadata key 'format' ignored".
   std::vector<std::string> notes;
   std::optional<ErrorMaps> maps;  // only when asked for (JudgeOptions::error_maps)
+  // Wall seconds per phase (read, widen, oracle, baseline, criteria, ...), in the order they ran:
+  // where a production-size check spends its time. In the JSON only when filled.
+  std::vector<std::pair<std::string, double>> timings;
 
   bool pass() const;
   std::vector<std::string> failed() const;
