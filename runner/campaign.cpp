@@ -6,6 +6,8 @@
 #include <numeric>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "runner/harness.h"
@@ -57,6 +59,41 @@ Case load_case(const Case& c, const ProblemSpace& space, const CampaignOptions& 
   }
   return out;
 }
+
+Case big_case(const Case& c, const ProblemSpace& space, const CampaignOptions& opt) {
+  CampaignOptions grow = opt;
+  grow.load_min_seq = opt.big_min_seq;
+  grow.load_min_bh = 1;
+  grow.max_work = std::numeric_limits<double>::infinity();
+  Case out = load_case(c, space, grow);
+  Problem& p = out.problem;
+  const double per_batch = static_cast<double>(std::max({p.heads_q * p.seq_q * p.head_dim_qk, p.heads_kv * p.seq_kv * p.head_dim_qk,
+                                                          p.heads_kv * p.seq_kv * p.head_dim_v, p.heads_q * p.seq_q * p.head_dim_v}));
+  p.batch = static_cast<int64_t>(std::floor(opt.big_min_elems / per_batch)) + 1;
+  return out;
+}
+
+double host_bytes_for(const Problem& p, int64_t max_rows) {
+  const double in = static_cast<double>(p.q_elems() + p.k_elems() + p.v_elems()), o = static_cast<double>(p.o_elems());
+  const double db = dtype_bytes(p.dtype);
+  const double rows = static_cast<double>(p.batch * p.heads_q) * static_cast<double>(std::min(p.seq_q, max_rows + 256));
+  // fp32 inputs; dtype copies of inputs and output in the harness (and its worker's shared
+  // buffers, twice); the widened output; oracle (fp64) and baseline (fp32) rows.
+  return in * (4 + 2 * db) + o * (4 + 2 * db + 4) + rows * static_cast<double>(p.head_dim_v) * 12;
+}
+
+namespace {
+double available_host_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (f >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    f.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return std::numeric_limits<double>::infinity();  // not Linux: no estimate to refuse on
+}
+}  // namespace
 
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index) {
   // SplitMix64 of (seed, index): case i is the same wherever and in whichever shard it runs.
@@ -281,7 +318,21 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       ++s.not_run;
       continue;
     }
-    const Case c = opt.load ? load_case(campaign_case(space, opt.seed, i), space, opt) : campaign_case(space, opt.seed, i);
+    const Case drawn = campaign_case(space, opt.seed, i);
+    const Case c = opt.big ? big_case(drawn, space, opt) : opt.load ? load_case(drawn, space, opt) : drawn;
+    if (opt.big) {
+      const double need = host_bytes_for(c.problem, opt.max_rows);
+      const double have = opt.host_memory_budget > 0 ? opt.host_memory_budget : 0.75 * available_host_bytes();
+      if (need > have) {
+        ++s.cases;
+        ++s.skipped;
+        progress.finish();
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " needs ~%.1f GB of host memory, %.1f GB usable: not run (cannot test)\n", need / 1e9, have / 1e9);
+        log << s.name << " case " << i << " " << to_string(c.problem) << buf;
+        continue;
+      }
+    }
     const WaitingFn waiting = [&](double el) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "  [this case running %.0f s]", el);

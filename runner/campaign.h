@@ -39,6 +39,15 @@ struct CampaignOptions {
   // races that need a loaded GPU can bite. Use with a large max_seq and max_work.
   bool load = false;
   int64_t load_min_bh = 32, load_min_seq = 1000;
+  // Big tensors (`run --big`): each drawn case is grown, keeping its residues, to sequences >=
+  // big_min_seq (within max_seq), then its batch until its largest tensor (q, k, v or o) holds more than
+  // big_min_elems elements: past 2^31, where 32-bit index arithmetic in a kernel wraps.
+  bool big = false;
+  int64_t big_min_seq = 512;
+  double big_min_elems = 2147483648.0 * 1.05;
+  // Host memory a case may plan to use (bytes; 0: what /proc/meminfo calls available, less a
+  // quarter). A case past it is refused as cannot-test with both figures, never OOM-killed.
+  double host_memory_budget = 0;
 };
 
 struct CaseOutcome {
@@ -111,6 +120,11 @@ Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index);
 // of lcm(block_q, block_kv) of the head dim's tiles, so Sq, Skv and Skv − Sq keep their residues
 // modulo both tiles; the batch grows until B·Hq ≥ load_min_bh; the work stays within max_work.
 Case load_case(const Case& c, const ProblemSpace& space, const CampaignOptions& opt);
+// A drawn case grown past 2^31 elements in its largest tensor (CampaignOptions::big).
+Case big_case(const Case& c, const ProblemSpace& space, const CampaignOptions& opt);
+// Host bytes a campaign case needs at its peak: fp32 inputs and output, the dtype copies the
+// harness stages, and the oracle's fp64 rows (an estimate, on the high side).
+double host_bytes_for(const Problem& p, int64_t max_rows);
 // Greedily reduces a failing case (batch, heads, sequence lengths, head dims, distribution) while
 // it still fails; returns the smallest failing case found.
 // Stops after max_steps candidates or budget_s seconds (0: no limit): a kernel that hangs costs its

@@ -172,6 +172,10 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_flag("--load", o->c.load,
                 "production load: cases grown (keeping their tile-boundary residues) to B*Hq >= 32 and sequences >= 1000; "
                 "defaults become --max-seq 4096 --max-work 1e10 --max-rows 512 (sampled rows keep every q-tile's edges)");
+  cmd->add_flag("--big", o->c.big,
+                "big tensors: cases grown (keeping their residues) to sequences >= 512 and then in batch until the largest of "
+                "q, k, v, o exceeds 2^31 elements; 16 sampled rows per (b,h) plus every q-tile's edges, GPU oracle when present; "
+                "a case that would not fit host memory is not run");
   cmd->add_flag("--fail-fast", o->c.fail_fast, "stop a kernel's campaign at its first failing case (mutation testing)");
   cmd->add_flag("--no-isolation", o->no_isolation,
                 "run kernels inside flashcheck's own process (debugging: a crash or hang then takes flashcheck down)");
@@ -185,6 +189,12 @@ void add_run(CLI::App& app, Action& action) {
         if (cmd->count("--max-seq") == 0) o->c.max_seq = 4096;
         if (cmd->count("--max-work") == 0) o->c.max_work = 1e10;
         o->c.max_rows = 512;
+      }
+      if (o->c.big) {
+        if (o->c.load) throw CannotTest("--big and --load are two different campaigns: give one");
+        o->c.max_rows = 16;
+        if (cmd->count("--max-seq") == 0) o->c.max_seq = 2048;
+        if (cmd->count("--max-work") == 0) o->c.max_work = 1e13;  // the draw's cap; the batch grows after it
       }
       o->c.dtypes.clear();
       for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
