@@ -169,7 +169,7 @@ def summarise_probe(pr):
     def one(v):
         ran = {k: n for k, n in v.items() if k not in ("declined",) and not k.startswith("error")}
         if not ran:
-            return "declined on every probe shape" if v.get("declined") else "error: " + ", ".join(v)
+            return "declined on every probe shape" if v.get("declined") else ", ".join(v)
         (best, n), = collections.Counter(ran).most_common(1)
         return f"{best} ({n}/{sum(v.values())} shapes" + (f", {v['declined']} declined)" if v.get("declined") else ")")
     return one(pr["is_causal"]), one(pr["lower_right"])
