@@ -180,6 +180,8 @@ class CallbackVariant final : public Variant {
     g_callback_error.clear();
     const int32_t rc = fn_(user_, &a, q, k, v, o, lse);
     if (rc == FC_CALLBACK_ABORT) throw CallbackAbort{g_callback_error};
+    if (rc == FC_CALLBACK_DECLINE)
+      throw Declined(g_callback_error.empty() ? "declined by the kernel" : "declined: " + g_callback_error);
     if (rc != 0)
       throw std::runtime_error("kernel '" + name_ + "' returned " + std::to_string(rc) +
                                (g_callback_error.empty() ? std::string() : ": " + g_callback_error));

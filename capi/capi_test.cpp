@@ -183,11 +183,16 @@ struct Kernel {
   std::vector<Problem> seen;
   bool drop_last_key = false;  // a classic tail bug: the last key never enters the softmax
   int fail_with = 0;           // return this instead of computing
+  int64_t decline_odd_skv = 0; // decline problems whose seq_kv is odd (a shape the kernel refuses)
   static int32_t run(void* user, const fc_attention* a, const void* q, const void* k, const void* v, void* o, float* lse) {
     auto* self = static_cast<Kernel*>(user);
     const Problem p = cpp_problem(*a);
     EXPECT_EQ(a->scale, p.softmax_scale()) << "a callback gets the scale resolved";
     self->seen.push_back(p);
+    if (self->decline_odd_skv && p.seq_kv % 2 == 1) {
+      fc_set_callback_error("odd key counts");
+      return FC_CALLBACK_DECLINE;
+    }
     if (self->fail_with) {
       fc_set_callback_error("the kernel says no");
       return self->fail_with;
@@ -320,6 +325,56 @@ TEST(CApi, CallbackErrorsFailCasesAndAbortStops) {
   opt.dtypes = 0;
   EXPECT_EQ(fc_fuzz(&Kernel::run, &kern, &opt, &c), FC_ERR_INVALID);
   EXPECT_NE(std::string(fc_last_error()).find("dtypes mask"), std::string::npos);
+}
+
+// A kernel that declines some problems: those cases are skipped, not failed, and shrinking a failure
+// among the others never moves to a problem it declines (which would "fail" for the wrong reason).
+TEST(CApi, DeclinedCasesAreSkippedAndNeverShrunkTo) {
+  fc_fuzz_options opt;
+  fc_fuzz_options_init(&opt);
+  opt.cases = 30;
+  opt.seed = flashcheck::testing::seed_for(507);
+  opt.max_seq = 64;
+  opt.dtypes = 1u << FC_F32;
+  opt.shrink = 0;
+  Kernel kern;
+  kern.decline_odd_skv = 1;
+  fc_campaign* c = nullptr;
+  ASSERT_EQ(fc_fuzz(&Kernel::run, &kern, &opt, &c), FC_OK) << fc_last_error();
+  fc_campaign_summary s;
+  fc_campaign_get_summary(c, &s);
+  EXPECT_EQ(s.cases, 30);
+  EXPECT_GT(s.skipped, 0) << "no odd seq_kv drawn in 30 cases";
+  EXPECT_EQ(s.failed, 0) << fc_campaign_log(c);
+  EXPECT_EQ(s.passed + s.skipped, 30);
+  fc_campaign_free(c);
+
+  opt.shrink = 1;
+  opt.max_failures = 1;
+  kern.drop_last_key = true;
+  ASSERT_EQ(fc_fuzz(&Kernel::run, &kern, &opt, &c), FC_OK) << fc_last_error();
+  fc_campaign_get_summary(c, &s);
+  EXPECT_GT(s.failed, 0);
+  EXPECT_GT(s.skipped, 0);
+  EXPECT_EQ(s.passed + s.failed + s.skipped, 30);
+  fc_case fc;
+  fc_report* r = nullptr;
+  ASSERT_EQ(fc_campaign_failure(c, 0, &fc, &r), FC_OK);
+  EXPECT_EQ(fc.problem.seq_kv % 2, 0) << "shrunk onto a declined problem";
+  EXPECT_LE(fc.problem.seq_kv, 4);
+  EXPECT_EQ(std::string(fc_report_text(r)).find("declined"), std::string::npos) << fc_report_text(r);
+  fc_campaign_free(c);
+
+  // Every case declined: nothing was judged, which the summary must not dress up as a pass.
+  kern.drop_last_key = false;
+  kern.fail_with = 0;
+  opt.max_seq = 1;  // seq_kv = 1 only: odd, declined
+  ASSERT_EQ(fc_fuzz(&Kernel::run, &kern, &opt, &c), FC_OK) << fc_last_error();
+  fc_campaign_get_summary(c, &s);
+  EXPECT_EQ(s.skipped, 30);
+  EXPECT_EQ(s.passed + s.failed, 0);
+  EXPECT_TRUE(std::isnan(s.worst_cosine));
+  fc_campaign_free(c);
 }
 
 }  // namespace

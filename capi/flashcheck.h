@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define FLASHCHECK_API_VERSION 1u
+#define FLASHCHECK_API_VERSION 2u /* 2: FC_CALLBACK_DECLINE */
 uint32_t fc_api_version(void);
 
 /* Status codes. */
@@ -126,12 +126,17 @@ void fc_report_free(fc_report* r);
 
 /* Computes o (and lse, unless the campaign declares FC_LSE_ABSENT, in which case lse is NULL) from
  * q, k, v in host memory, for problem p (scale resolved). The outputs arrive poisoned (quiet NaNs)
- * and fenced: every element must be written, nothing outside them. Returns 0 on success; any other
- * value is a kernel error (the case fails, with fc_set_callback_error's message if one was set);
- * FC_CALLBACK_ABORT stops the campaign and fc_fuzz returns FC_ERR_ABORTED. */
+ * and fenced: every element must be written, nothing outside them. Returns 0 on success;
+ * FC_CALLBACK_DECLINE when the kernel does not support p (the case is skipped, as `flashcheck run`
+ * skips a problem a plugin's supports() refuses: never failed, never a step of shrinking;
+ * fc_set_callback_error's message is the reason); FC_CALLBACK_ABORT stops the campaign and fc_fuzz
+ * returns FC_ERR_ABORTED; any other value is a kernel error (the case fails, with
+ * fc_set_callback_error's message if one was set). A decline must depend on the problem alone, not on
+ * the input values: a failure is shrunk by re-running smaller problems on fresh inputs. */
 typedef int32_t (*fc_kernel_callback)(void* user, const fc_attention* p, const void* q, const void* k, const void* v,
                                       void* o, float* lse);
 #define FC_CALLBACK_ABORT (-1)
+#define FC_CALLBACK_DECLINE (-2) /* since API version 2 */
 /* From inside a callback, before returning nonzero: why it failed. */
 void fc_set_callback_error(const char* message);
 
@@ -175,9 +180,11 @@ fc_status fc_draw_case(const fc_fuzz_options* opt, int64_t index, fc_case* out);
 
 typedef struct fc_campaign fc_campaign;
 
+/* skipped: cases the kernel declined (FC_CALLBACK_DECLINE). With passed + failed == 0 nothing was
+ * tested: `flashcheck run` exits kCannotTest (125) for that, never 0. */
 typedef struct {
   int64_t cases, passed, failed, skipped;
-  double worst_cosine;
+  double worst_cosine; /* over judged cases; NaN when none was judged */
 } fc_campaign_summary;
 
 /* Runs the campaign: each case's inputs drawn, the callback run on fenced, poisoned buffers, the

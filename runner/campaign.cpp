@@ -146,6 +146,9 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
   } else {
     try {
       h = run_variant(v, p, in);
+    } catch (const Declined& e) {
+      out.skipped = e.what();
+      return out;
     } catch (const std::exception& e) {
       out.error = e.what();
       unjudged("kernel_error", e.what());

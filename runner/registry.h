@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,13 @@
 #include "verify/judge.h"
 
 namespace flashcheck {
+
+// Thrown by Variant::forward when a kernel finds out only once called that it does not support the
+// problem (a library that refuses a shape at dispatch, as torch SDPA's backends do): the case is
+// skipped with this reason, as for unsupported(), never failed, and shrinking never moves to it.
+struct Declined : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class Variant {
  public:

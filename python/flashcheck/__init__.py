@@ -6,11 +6,13 @@ optional (CPU or CUDA tensors, bfloat16 included, never converted to another dty
     report = flashcheck.check(q, k, v, o, lse, causal="bottom_right")   # -> Report; bool() is the verdict
     flashcheck.assert_close(q, k, v, o, causal="top_left")              # for pytest
     flashcheck.fuzz(lambda q, k, v, p: my_attention(q, k, v, p.scale), backend="torch", causal="none")
+    # a kernel declines a problem it does not support with `raise flashcheck.Unsupported("why")`:
+    # counted as declined, never failed; a fuzz that declined everything is falsy ("nothing tested")
 """
 from ._api import Problem, Report, Worst, assert_close, check, make_inputs, replay
-from ._fuzz import Failure, FuzzResult, fuzz
+from ._fuzz import Failure, FuzzResult, Unsupported, fuzz
 from ._lib import API_VERSION, FlashcheckError
 from ._tensors import bf16_to_float32, float32_to_bf16
 
 __all__ = ["check", "assert_close", "fuzz", "replay", "make_inputs", "Problem", "Report", "Worst", "Failure",
-           "FuzzResult", "FlashcheckError", "bf16_to_float32", "float32_to_bf16", "API_VERSION"]
+           "FuzzResult", "Unsupported", "FlashcheckError", "bf16_to_float32", "float32_to_bf16", "API_VERSION"]

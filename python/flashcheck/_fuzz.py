@@ -1,4 +1,5 @@
 """flashcheck.fuzz: a Python kernel through flashcheck's campaign (the one `flashcheck run` runs)."""
+import collections
 import ctypes
 import json
 import sys
@@ -10,6 +11,17 @@ import numpy as np
 from . import _lib
 from ._api import Problem, Report, deliver, make_inputs, read_buffer, replay, resolve_backend, split_output
 from ._tensors import lse_bits, to_bits
+
+
+class Unsupported(Exception):
+    """Raised by a fuzzed kernel to decline a problem it does not support (a shape, dtype or mask it
+    refuses at dispatch). The case is counted as declined (skipped, as `flashcheck run` skips a
+    problem a plugin's supports() refuses): never failed, never a step of shrinking. The message is
+    the reason the summary shows. Decline on the problem alone, never on the input values: shrinking
+    re-runs smaller problems on fresh inputs."""
+
+
+NOTHING_TESTED_EXIT = 125  # `flashcheck run`'s kCannotTest: every case skipped, nothing judged
 
 
 class Failure:
@@ -24,28 +36,58 @@ class Failure:
 
 
 class FuzzResult:
-    """The campaign's outcome: bool() is True when no case failed; str() is what fuzz printed."""
+    """The campaign's outcome; str() is what fuzz printed.
 
-    def __init__(self, name, seed, counts, failures, campaign, text):
+    cases = passed + failed + declined. `declined` (alias `skipped`, the CLI's word) counts cases
+    the kernel declined (flashcheck.Unsupported, or supports= returning False); decline_reasons maps
+    each reason to how often it was given (shrinking's calls included). status is "passed",
+    "failed" or "nothing tested" (every case declined). bool() is True only for "passed": no case
+    failed *and* at least one was judged, so `assert flashcheck.fuzz(...)` cannot pass on a kernel
+    that declined everything. exit_code is `flashcheck run`'s for the same outcome: 0, 1, or 125.
+    """
+
+    def __init__(self, name, seed, counts, failures, campaign, text, decline_reasons=None):
         self.name, self.seed = name, seed
-        self.cases, self.passed, self.failed, self.skipped = counts
+        self.cases, self.passed, self.failed, self.declined = counts
         self.failures = failures
+        self.decline_reasons = dict(decline_reasons or {})
         self._campaign = campaign
         self._text = text
 
+    @property
+    def skipped(self):
+        return self.declined
+
+    @property
+    def tested(self):
+        """Cases whose output was judged (or that failed by raising)."""
+        return self.passed + self.failed
+
+    @property
+    def status(self):
+        if self.failed:
+            return "failed"
+        return "passed" if self.passed else "nothing tested"
+
+    @property
+    def exit_code(self):
+        return {"passed": 0, "failed": 1, "nothing tested": NOTHING_TESTED_EXIT}[self.status]
+
     def __bool__(self):
-        return self.failed == 0
+        return self.status == "passed"
 
     def to_dict(self):
         """Summary and every kept failure's case and report (with its Python reproduction)."""
-        return json.loads(_lib.lib().fc_campaign_json(self._campaign.handle).decode())
+        d = json.loads(_lib.lib().fc_campaign_json(self._campaign.handle).decode())
+        d.update(declined=self.declined, status=self.status, decline_reasons=self.decline_reasons)
+        return d
 
     def __str__(self):
         return self._text
 
     def __repr__(self):
-        return (f"<flashcheck.FuzzResult {self.name}: {self.passed} passed, {self.failed} failed, "
-                f"{self.skipped} skipped of {self.cases} (seed {self.seed})>")
+        return (f"<flashcheck.FuzzResult {self.name}: {self.status}: {self.passed} passed, {self.failed} failed, "
+                f"{self.declined} declined of {self.cases} (seed {self.seed})>")
 
 
 class _Campaign:
@@ -89,7 +131,7 @@ def _bits_for_output(x, kind, shape, layout, name):
 def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, max_seq=300, *, lse_base="auto",
          empty_row_lse="-inf", gqa=True, dv_ne_dqk=True, backend="numpy", device=None, layout="bhsd", name=None,
          shrink=True, max_failures=1, fail_fast=False, tile_q=128, tile_kv=128, max_rows=4096, max_work=3e7,
-         html_dir=None, verbose=True, progress=None):
+         html_dir=None, verbose=True, progress=None, supports=None):
     """Fuzzes kernel(q, k, v, problem) -> o or (o, lse) over random problems and inputs.
 
     Problems come from flashcheck's generators with `flashcheck run`'s case numbering: the same seed
@@ -106,7 +148,11 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     "none", "top_left", "bottom_right" (default all). lse_base: "e", "2", None (writes none) or
     "auto" (one call decides whether it returns an LSE; its base is then taken as "e": a base-2 LSE
     must be declared). empty_row_lse: "-inf" or "+inf". html_dir: write an HTML report per kept
-    failure there. Returns a FuzzResult (falsy when any case failed).
+    failure there. supports: optional predicate supports(problem) -> bool; a problem it refuses is
+    declined without calling the kernel. A kernel may also raise flashcheck.Unsupported("why") to
+    decline. Declined cases are counted apart (skipped, never failed) and never shrunk to.
+    Returns a FuzzResult: falsy when any case failed, and when every case was declined (nothing
+    tested).
     """
     backend, device = resolve_backend(backend, device)
     if dtypes is None:
@@ -146,31 +192,49 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         # A call on a drawn problem tells whether the kernel returns an LSE (its base is never
         # guessed: "e" unless declared). A kernel may reject some problems, so a few are tried.
         opt.lse_base = _lib.FC_LSE_LOG_E
-        first_error = None
-        for index in range(10):
+        # Declined problems are passed over (they cost nothing); errors count against a budget of 10.
+        first_error, raised = None, 0
+        for index in range(max(int(cases), 50)):
             drawn = _lib.Case()
             _lib.ok(_lib.lib().fc_draw_case(ctypes.byref(opt), index, ctypes.byref(drawn)), "fuzz")
             p0 = Problem._from_c(drawn.problem)
+            if supports is not None and not supports(p0):
+                continue
             q, k, v = make_inputs(p0, _lib.DISTS[drawn.dist], drawn.input_seed, backend=backend, device=device,
                                   layout=layout)
             try:
                 out = kernel(q, k, v, p0)
+            except Unsupported:
+                continue
             except Exception as e:  # noqa: BLE001 - the campaign will report it case by case
-                first_error = first_error or e
+                first_error, raised = first_error or e, raised + 1
+                if raised == 10:
+                    raise RuntimeError("flashcheck.fuzz: the kernel raised on 10 drawn problems, so whether it returns "
+                                       "an LSE is unknown; pass lse_base ('e', '2' or None)") from first_error
                 continue
             lse_base = "e" if split_output(out)[1] is not None else None
             break
         else:
-            raise RuntimeError("flashcheck.fuzz: the kernel raised on each of the first 10 drawn problems, so whether "
-                               "it returns an LSE is unknown; pass lse_base ('e', '2' or None)") from first_error
+            # It declined every problem tried: the campaign will most likely say "nothing tested".
+            # No LSE is asked for, so a kernel without one is not failed for that reason alone.
+            lse_base = None
     opt.lse_base = _lib.LSE_BASES[lse_base]
 
     errors = []  # (problem line, formatted traceback) of kernel exceptions
     interrupted = []
+    reasons = collections.Counter()  # why the kernel declined, over every call (shrinking's too)
+
+    def decline(why):
+        why = why or "declined"
+        reasons[why] += 1
+        _lib.lib().fc_set_callback_error(why.encode(errors="replace"))
+        return _lib.FC_CALLBACK_DECLINE
 
     def call(user, pa, qp, kp, vp, op, lp):
         try:
             p = Problem._from_c(pa.contents)
+            if supports is not None and not supports(p):
+                return decline("supports() returned False")
             ins = [deliver(read_buffer(ptr, shape, p.dtype), p.dtype, backend, device, layout)
                    for ptr, shape in ((qp, p.q_shape), (kp, p.k_shape), (vp, p.v_shape))]
             o, lse = split_output(kernel(*ins, p))
@@ -185,6 +249,8 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
                     raise ValueError(f"the kernel returned lse of shape {lb.shape}, expected {p.lse_shape}")
                 ctypes.memmove(ctypes.cast(lp, ctypes.c_void_p).value, lb.ctypes.data, lb.nbytes)
             return 0
+        except Unsupported as e:  # the kernel declined the problem: skipped, as the CLI skips unsupported ones
+            return decline(str(e) or "flashcheck.Unsupported")
         except Exception as e:  # a kernel error fails this case, as a throwing kernel does in `flashcheck run`
             if len(errors) < 3:
                 errors.append((_lib.problem_line(pa.contents), traceback.format_exc()))
@@ -230,8 +296,16 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
                    device=device, layout=layout, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
                    html=Path(html_dir) / f"{name.replace('/', '_')}_{i}.html")
 
-    out = [f"flashcheck.fuzz {name}: {summary.passed} passed, {summary.failed} failed, {summary.skipped} skipped "
-           f"of {summary.cases} cases (seed {seed}, dtypes {'/'.join(dtypes)}, causal {'/'.join(causals)})"]
+    status = "failed" if summary.failed else ("passed" if summary.passed else "nothing tested")
+    out = [f"flashcheck.fuzz {name}: {status}: {summary.passed} passed, {summary.failed} failed, {summary.skipped} "
+           f"declined of {summary.cases} cases (seed {seed}, dtypes {'/'.join(dtypes)}, causal {'/'.join(causals)})"]
+    if status == "nothing tested":
+        out.append(f"nothing tested: the kernel declined all {summary.cases} cases; this is not a pass "
+                   f"(bool(result) is False, exit_code {NOTHING_TESTED_EXIT} as `flashcheck run`'s)")
+    if reasons:
+        shown = reasons.most_common(3)
+        out.append("declined because: " + "; ".join(f"{n}x {why[:200]!r}" for why, n in shown) +
+                   (f"; and {len(reasons) - 3} other reason(s)" if len(reasons) > 3 else ""))
     if errors:
         out.append(f"the kernel raised on {len(errors)}{'+' if len(errors) == 3 else ''} case(s); the first, on "
                    f"{errors[0][0]}:\n{errors[0][1].rstrip()}")
@@ -245,4 +319,4 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     if verbose:
         print(text, end="")
     return FuzzResult(name, seed, (summary.cases, summary.passed, summary.failed, summary.skipped), failures,
-                      campaign, text)
+                      campaign, text, reasons)
