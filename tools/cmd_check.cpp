@@ -24,6 +24,7 @@ void add_check(CLI::App& app, Action& action) {
   cmd->add_option("--tile-kv", opts->o.tile_kv, "kernel's KV tile")->check(CLI::PositiveNumber);
   cmd->add_option("--oracle", opts->oracle_name, "fp64 truth and baseline on: auto (the GPU for large problems when one is usable), cpu, gpu")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+  cmd->add_flag("--timings", opts->o.timings, "print seconds per phase (read, widen, oracle, baseline, criteria) to stderr, and add them to the JSON");
   cmd->add_flag("--allow-nonfinite-inputs", opts->o.allow_nonfinite_inputs,
                 "accept NaN/Inf in q/k/v and check that they propagate to exactly the oracle's rows");
   cmd->callback([opts, &action] {
@@ -42,6 +43,14 @@ void add_check(CLI::App& app, Action& action) {
         return int{kCannotTest};
       }
       std::cout << to_text(r);
+      if (opts->o.timings) {
+        double total = 0;
+        for (const auto& [phase, s] : r.timings) {
+          std::fprintf(stderr, "timing: %-26s %8.3f s\n", phase.c_str(), s);
+          total += s;
+        }
+        std::fprintf(stderr, "timing: %-26s %8.3f s\n", "total", total);
+      }
       if (!opts->json.empty()) {
         const std::string text = to_json(r).dump(2) + "\n";
         if (opts->json == "-") {
