@@ -1,5 +1,7 @@
 #include "reference/naive.h"
 
+#include "reference/big_vector.h"
+
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -223,7 +225,7 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   }
   r.num_rows = r.rows.empty() ? p.seq_q : static_cast<int64_t>(r.rows.size());
   const int64_t nr = r.num_rows, dqk = p.head_dim_qk, dv = p.head_dim_v, skv = p.seq_kv;
-  r.o.assign(static_cast<size_t>(p.batch * p.heads_q * nr * dv), 0.0);
+  r.o = big_vector<double>(static_cast<size_t>(p.batch * p.heads_q * nr * dv));
   r.lse.assign(static_cast<size_t>(p.batch * p.heads_q * nr), kNegInf);
   if (nr == 0) return r;
   const double scale = p.softmax_scale();

@@ -47,7 +47,7 @@ void add_check(CLI::App& app, Action& action) {
         double total = 0;
         for (const auto& [phase, s] : r.timings) {
           std::fprintf(stderr, "timing: %-26s %8.3f s\n", phase.c_str(), s);
-          total += s;
+          if (phase.rfind("  ", 0) != 0) total += s;  // indented: a part of the phase above
         }
         std::fprintf(stderr, "timing: %-26s %8.3f s\n", "total", total);
       }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "reference/gpu_oracle.h"
+#include "reference/gpu_oracle/detail.h"
 #include "reference/mask.h"
 #include "reference/replica.h"
 #include "verify/baseline.h"
@@ -72,12 +73,22 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
     r.timings.emplace_back(phase, std::chrono::duration<double>(now - t).count());
     t = now;
   };
+  // Where a GPU call's wall time went (host allocation, packing, copies, kernels): sub-phases,
+  // indented, that the callers' totals skip.
+  auto gpu_parts = [&](const char* what) {
+    const gpu_oracle_detail::Timing g = gpu_oracle_detail::last_timing();
+    for (auto [name, ms] : {std::pair{"result alloc", g.result_alloc_ms}, {"pack", g.pack_ms}, {"device alloc", g.alloc_ms},
+                            {"upload", g.h2d_ms}, {"kernels", g.kernel_ms}, {"download", g.d2h_ms}})
+      r.timings.emplace_back(std::string("  ") + what + ": " + name, ms / 1e3);
+  };
   if (gpu) {
     try {
       r.oracle = naive_attention_gpu(p, in, rows);
       lap("oracle (GPU)");
+      gpu_parts("oracle");
       r.baseline = dtype_baseline_gpu(p, in, rows);
       lap("baseline (GPU)");
+      gpu_parts("baseline");
     } catch (const OracleDoesNotFit& e) {
       throw CannotTest(std::string("the GPU oracle cannot hold this problem: ") + e.what());
     }

@@ -1,5 +1,7 @@
 #include "verify/safetensors.h"
 
+#include "reference/big_vector.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -52,7 +54,7 @@ int64_t StTensor::numel() const {
 
 std::vector<float> StTensor::to_f32(const std::string& name) const {
   const int64_t n = numel();
-  std::vector<float> out(static_cast<size_t>(n));
+  std::vector<float> out = big_vector<float>(static_cast<size_t>(n));
   switch (dtype) {
     case StDType::F32: decode(DType::f32, data.data(), n, out.data()); break;
     case StDType::F16: decode(DType::f16, data.data(), n, out.data()); break;
@@ -288,7 +290,7 @@ struct RegularFile {
 
 std::vector<uint8_t> allocate(uint64_t n, const std::string& name) {
   try {
-    return std::vector<uint8_t>(static_cast<size_t>(n));
+    return big_vector<uint8_t>(static_cast<size_t>(n));
   } catch (const std::bad_alloc&) {
     throw SafetensorsError("'" + name + "': cannot hold its " + std::to_string(n) + " bytes in memory");
   }

@@ -3,7 +3,7 @@ on it end to end, every row (issue #11: (4,64,8192,128) bf16, causal and not, in
 
 usage: check_production.py FLASHCHECK_BINARY B,H,S,D[,causal] ... [--oracle gpu] [--dir /tmp]
 Each file is written with safetensors (q, k, v, o in bf16; causal metadata bottom_right, which is
-top-left as well when Sq = Skv), then `check --max-rows S --oracle ORACLE` runs under `time`.
+top-left as well when Sq = Skv), then `check --max-rows S --oracle ORACLE --timings` runs under `time` (seconds per phase printed).
 """
 import os
 import subprocess
@@ -36,11 +36,12 @@ for spec in args:
     del q, k, v, o
     torch.cuda.empty_cache()
     t0 = time.time()
-    r = subprocess.run([fc, "check", path, "--max-rows", str(s), "--oracle", oracle], capture_output=True, text=True)
+    r = subprocess.run([fc, "check", path, "--max-rows", str(s), "--oracle", oracle, "--timings"], capture_output=True, text=True)
     took = time.time() - t0
     print(f"{spec}: file {os.path.getsize(path) / 1e9:.2f} GB written in {written:.1f} s; "
           f"check --oracle {oracle} every row: rc={r.returncode} in {took:.1f} s")
     print("\n".join(r.stdout.splitlines()[:14]))
+    print("\n".join(line for line in r.stderr.splitlines() if line.startswith("timing:")))
     if r.returncode not in (0, 1):
         print(r.stderr[-2000:])
     os.remove(path)

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "reference/big_vector.h"
 #include "reference/dtype.h"
 #include "reference/gpu_oracle.h"
 #include "reference/gpu_oracle/check.h"
@@ -460,7 +461,7 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<c
   OracleResult r;
   r.rows.assign(rows.begin(), rows.end());
   r.num_rows = static_cast<int64_t>(all.size());
-  r.o.resize(static_cast<size_t>(p.batch * p.heads_q * r.num_rows * p.head_dim_v));
+  r.o = big_vector<double>(static_cast<size_t>(p.batch * p.heads_q * r.num_rows * p.head_dim_v));
   r.lse.resize(static_cast<size_t>(p.batch * p.heads_q * r.num_rows));
   t_last.result_alloc_ms = ms_since(t0);
   Job j{p, in, Pipeline::oracle, std::move(all)};
@@ -473,7 +474,7 @@ std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::s
   t_last = {};
   std::vector<int64_t> all = checked_rows(p, in, rows, "dtype_baseline_gpu");
   require_available();
-  std::vector<float> o(static_cast<size_t>(p.batch * p.heads_q * static_cast<int64_t>(all.size()) * p.head_dim_v));
+  std::vector<float> o = big_vector<float>(static_cast<size_t>(p.batch * p.heads_q * static_cast<int64_t>(all.size()) * p.head_dim_v));
   t_last.result_alloc_ms = ms_since(t0);
   Job j{p, in, Pipeline::baseline, std::move(all)};
   run(j, {nullptr, nullptr, &o}, t0);
