@@ -20,6 +20,8 @@ struct KernelNumerics {
 
 // What a kernel declares it can do. The campaign draws problems from this space, so few cases are
 // wasted; a problem outside it is skipped, never failed.
+inline constexpr int64_t kNoElementLimit = INT64_MAX;
+
 struct Capabilities {
   std::vector<DType> dtypes{DType::f32, DType::f16, DType::bf16};
   std::vector<int64_t> head_dims{16, 32, 40, 64, 80, 96, 128, 192, 256};  // Dqk (and Dv) values accepted
@@ -29,6 +31,10 @@ struct Capabilities {
   std::vector<Causal> causals{Causal::none, Causal::top_left, Causal::bottom_right};
   bool gqa = true;
   int64_t max_seq = int64_t{1} << 31;
+  // Elements in the largest of q, k, v, o a device kernel accepts. Below 2^31 by default: a new
+  // kernel may index with 32-bit ints, and only `run --big` shows it does not. A kernel that passed
+  // `run --big` declares kNoElementLimit.
+  int64_t max_tensor_elements = (int64_t{1} << 31) - 1;
   LseBase lse_base = LseBase::e;
   EmptyRowLse empty_lse = EmptyRowLse::neg_inf;
   Memory memory = Memory::host;

@@ -329,6 +329,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       if (need > have) {
         ++s.cases;
         ++s.skipped;
+        ++s.skipped_by["needs more host memory than is usable"];
         progress.finish();
         char buf[160];
         std::snprintf(buf, sizeof buf, " needs ~%.1f GB of host memory, %.1f GB usable: not run (cannot test)\n", need / 1e9, have / 1e9);
@@ -345,6 +346,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
     ++s.cases;
     if (o.skipped) {
       ++s.skipped;
+      ++s.skipped_by[*o.skipped];
     } else {
       if (o.judged()) {
         ++s.judged;

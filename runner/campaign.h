@@ -80,6 +80,7 @@ struct VariantSummary {
   int64_t errors = 0, crashed = 0, timed_out = 0;
   int64_t not_run = 0;                     // left after max_timeouts
   std::map<std::string, int64_t> failed_by;  // criterion -> failing cases
+  std::map<std::string, int64_t> skipped_by;  // reason -> skipped cases: a skip is never silent
   std::optional<std::string> first_abnormal;  // e.g. "crashed (SIGSEGV)", the first such case's
   std::optional<Tightness> tightest;        // over the judged cases
   // Over the judged cases only; with none judged, worst_cos is NaN (never a perfect-looking 1).

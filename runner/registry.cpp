@@ -21,10 +21,12 @@ std::optional<std::string> Variant::unsupported(const Problem& p) const {
   if (!has(c.causals, p.causal)) return "causal " + std::string(to_string(p.causal));
   if (p.heads_q != p.heads_kv && !c.gqa) return "GQA";
   if (p.seq_q > c.max_seq || p.seq_kv > c.max_seq) return "sequence longer than " + std::to_string(c.max_seq);
-  // Device kernels index with 32-bit ints and launch (q-tiles, heads, batch) grids.
-  if (c.memory == Memory::device && (p.heads_q > 65535 || p.batch > 65535 || p.q_elems() >= (int64_t{1} << 31) ||
-                                     p.k_elems() >= (int64_t{1} << 31) || p.o_elems() >= (int64_t{1} << 31)))
-    return "too large for a device kernel's grid or 32-bit indexing";
+  // Device kernels launch (q-tiles, heads, batch) grids, and declare how far their indexing goes.
+  if (c.memory == Memory::device && (p.heads_q > 65535 || p.batch > 65535)) return "heads or batch beyond the grid's 65535";
+  const int64_t largest = std::max({p.q_elems(), p.k_elems(), p.v_elems(), p.o_elems()});
+  if (c.memory == Memory::device && largest > c.max_tensor_elements)
+    return "a tensor of " + std::to_string(largest) + " elements, past the kernel's declared " +
+           std::to_string(c.max_tensor_elements);
   return std::nullopt;
 }
 

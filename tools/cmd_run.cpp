@@ -1,6 +1,7 @@
 // `flashcheck run` (campaigns), `flashcheck bench` (speed) and `flashcheck determinism`.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -261,6 +262,16 @@ void add_run(CLI::App& app, Action& action) {
                     static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
                     tight.c_str(), summary_note(s).c_str());
       }
+      for (auto& s : all) {
+        // Why cases were skipped, most frequent first: a campaign that skipped everything must
+        // say what the kernel refused.
+        std::vector<std::pair<int64_t, std::string>> why;
+        for (auto& [reason, n] : s.skipped_by) why.emplace_back(n, reason);
+        std::sort(why.begin(), why.end(), [](auto& a, auto& b) { return a.first > b.first; });
+        for (size_t i = 0; i < why.size() && i < 3; ++i)
+          std::printf("skipped: %s: %lld x %s\n", s.name.c_str(), static_cast<long long>(why[i].first), why[i].second.c_str());
+        if (why.size() > 3) std::printf("skipped: %s: and %zu other reasons (see --json)\n", s.name.c_str(), why.size() - 3);
+      }
       for (auto& s : all)
         for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
       if (!o->html.empty()) {
@@ -281,6 +292,7 @@ void add_run(CLI::App& app, Action& action) {
           v["judged"] = s.judged;
           if (!s.judged) v["worst_ulp"] = v["worst_cos"] = nullptr;  // nothing judged: no number
           if (!s.failed_by.empty()) v["failed_by"] = s.failed_by;
+          if (!s.skipped_by.empty()) v["skipped_by"] = s.skipped_by;
           if (s.first_abnormal) v["first_abnormal"] = *s.first_abnormal;
           if (s.not_run) v["not_run"] = s.not_run;
           if (s.tightest)

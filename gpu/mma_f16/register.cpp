@@ -17,6 +17,7 @@ KernelDef mma_f16() {
   c.head_dims = {64, 128, 256};
   c.dv_ne_dqk = false;
   c.memory = Memory::device;
+  c.max_tensor_elements = kNoElementLimit;  // offsets in size_t; `run --big` passes (PERF.md, session 4)
   c.min_sm = 80;
   c.tiles = {tiles_at<64>(), tiles_at<128>(), tiles_at<256>()};
   c.numerics = {.use_exp2 = true, .round_p = true};

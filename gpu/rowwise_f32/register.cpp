@@ -11,6 +11,7 @@ KernelDef rowwise_f32() {
   c.dtypes = {DType::f32};
   c.head_dims = {8, 16, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256};
   c.memory = Memory::device;
+  c.max_tensor_elements = kNoElementLimit;  // offsets in size_t; `run --big` passes (PERF.md, session 4)
   c.min_sm = 80;
   c.tiles = {{0, kernels::RowwiseTraits::kBlockQ, kernels::RowwiseTraits::kBlockKV}};
   c.numerics = {.use_exp2 = false, .round_p = false};  // plain expf, P kept in fp32

@@ -18,6 +18,7 @@ KernelDef warp_f32x4() {
   // float4 access needs head dims that are multiples of 4; others are declared unsupported.
   c.head_dims = {16, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256};
   c.memory = Memory::device;
+  c.max_tensor_elements = kNoElementLimit;  // offsets in size_t; `run --big` passes (PERF.md, session 4)
   c.min_sm = 80;
   c.tiles = {tiles_at<64>(), tiles_at<128>(), tiles_at<256>()};
   c.numerics = {.use_exp2 = true, .round_p = false};

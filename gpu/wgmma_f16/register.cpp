@@ -20,6 +20,7 @@ KernelDef wgmma_f16() {
   c.head_dims = {64, 128, 192, 256};
   c.head_dim_pairs = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
   c.memory = Memory::device;
+  c.max_tensor_elements = kNoElementLimit;  // offsets in size_t; `run --big` passes (PERF.md, session 4)
   c.min_sm = 90;
   c.exact_sm = true;
   c.tiles = {tiles_at<64, 64, false>(),   tiles_at<64, 64, true>(),   tiles_at<128, 128, false>(),
