@@ -68,7 +68,7 @@ def checks_for(args):
 
 def cmd_pack(args):
     kernels = []
-    with tarfile.open(args.out, "w:xz", preset=9) as tar:
+    with tarfile.open(args.out, "w:xz", preset=6) as tar:  # 8 MiB window: sibling modules dedupe
         for spec in args.work:
             name, work = spec.split("=", 1)
             work, _, registered = work.partition(",")  # the kernel's registered name, if not the folder's
@@ -275,6 +275,14 @@ def cmd_run(args):
                 kb = r["killed_by"].split(":")[0]
                 killers[kb] = killers.get(kb, 0) + 1
         rep["killed_by_check"] = killers
+        cand_path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "equivalent_candidates_%s.txt" % k["name"])
+        cands = mutate.read_equivalent(cand_path if os.path.exists(cand_path) else None)
+        argued = [sv["id"] for sv in rep["survivors"] if sv["id"] in cands]
+        sm = rep["summary"]
+        denom = sm["tested"] - sm["equivalent"] - len(argued)
+        rep["candidates"] = {"survived": argued, "killed": [i for i in cands if i not in argued and
+                                                            (mutate.read_json(os.path.join(k["dir"], i, "result.json")) or {}).get("status") == "killed"],
+                             "score_if_equivalent": (sm["killed"] / denom) if denom > 0 else None}
         with open(os.path.join(out, "mutation_%s.json" % k["name"]), "w") as f:
             json.dump(rep, f, indent=1)
         with open(os.path.join(out, "mutation_%s.txt" % k["name"]), "w") as f:
@@ -297,6 +305,13 @@ def cmd_run(args):
     for name, _ in rows:
         rep = mutate.read_json(os.path.join(out, "mutation_%s.json" % name))
         print("%s survivors: %s" % (name, " ".join(sv["id"] for sv in rep["survivors"]) or "none"))
+        c = rep["candidates"]
+        if c["survived"] or c["killed"]:
+            print("%s argued-equivalent candidates (gpu/scripts/equivalent_candidates_%s.txt): %d survived, %d killed %s; "
+                  "score if the survivors are equivalent: %s" % (name, name, len(c["survived"]), len(c["killed"]),
+                                                                 " ".join(c["killed"]),
+                                                                 "n/a" if c["score_if_equivalent"] is None else
+                                                                 "%.1f%%" % (100 * c["score_if_equivalent"])))
         print("%s killed by: %s; median s per check: %s" % (name, rep["killed_by_check"], rep["check_seconds_median"]))
     return 0
 
