@@ -15,6 +15,7 @@ mutants. Python 3 standard library only; see gpu/scripts/MUTATION.md ("Plugin mu
 """
 import argparse
 import concurrent.futures
+import hashlib
 import io
 import json
 import os
@@ -235,6 +236,8 @@ def cmd_run(args):
         cat = mutate.read_json(os.path.join(k["dir"], "mutants.json"))
         ids = [m["id"] for m in cat["mutants"]
                if (mutate.read_json(os.path.join(k["dir"], m["id"], "build.json")) or {}).get("status") == "built"]
+        # Hash order, not file order: a deadline then leaves an unbiased sample unchecked, not one file.
+        ids.sort(key=lambda i: hashlib.sha1(i.encode()).hexdigest())
         queues.append([(k, i) for i in ids])
     order = []
     while any(queues):
