@@ -83,6 +83,35 @@ TEST(Plugin, ExampleCpuPluginLoadsAndPassesACampaign) {
   EXPECT_GT(s.skipped, 0);  // f16 is declined by its supports(): counted, not failed
 }
 
+// ABI 1.1: a kernel folder built as a module (gpu/plugin/kernel_module.cpp) declares its
+// Capabilities as the plugin's space, so a campaign on it draws from that space and aims at its tiles
+// exactly as on a built-in kernel; without the space every f16/bf16 case and most head dims would be
+// drawn and skipped, and the tiles would be the default 128x128.
+TEST(Plugin, ModuleDeclaresItsSpaceAndTiles) {
+  auto kernels = load_plugin(FLASHCHECK_HOST_MODULE);
+  ASSERT_EQ(kernels.size(), 1u);
+  const auto& v = *kernels[0];
+  EXPECT_EQ(v.name(), "host_attention.module");
+  const Capabilities& c = v.caps();
+  EXPECT_EQ(c.dtypes, std::vector<DType>{DType::f32});
+  EXPECT_EQ(c.head_dims, (std::vector<int64_t>{16, 32, 64}));
+  EXPECT_FALSE(c.dv_ne_dqk);
+  EXPECT_TRUE(c.gqa);
+  EXPECT_EQ(c.max_seq, 4096);
+  EXPECT_EQ(c.tiles, (std::vector<TileShape>{{16, 16, 24, -1}, {64, 32, 40, -1}}));
+  const ProblemSpace space = space_for(c, quick(1));
+  ASSERT_EQ(space.tiles.size(), 3u);  // one row per declared head dim, from the declared tiles
+  EXPECT_EQ(space.tiles[0].block_kv, 24);
+  EXPECT_EQ(space.tiles[2].block_q, 32);
+  // The judge names failing tiles with the module's tiles too (Declared), per head dim.
+  EXPECT_EQ(v.declared(Problem{1, 1, 1, 5, 5, 32, 32, Causal::none, {}, DType::f32}).tile_kv, 40);
+  std::ostringstream log;
+  VariantSummary s = run_campaign(v, quick(30), log);
+  EXPECT_EQ(s.failed, 0) << log.str();
+  EXPECT_EQ(s.skipped, 0) << "every case drawn from the declared space is one the module computes\n" << log.str();
+  EXPECT_EQ(s.passed, 30);
+}
+
 TEST(Plugin, MissingLibraryOrEntryIsAClearError) {
   EXPECT_THROW(load_plugin("/nonexistent/plugin.so"), std::runtime_error);
   try {

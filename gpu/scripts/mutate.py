@@ -622,13 +622,13 @@ class BuildPlan:
     closure: dict = field(default_factory=dict)  # tu file -> set of included files
 
 
-def plan_build(root, base, target, kernel_dir):
+def plan_build_tus(root, base, kernel_dir):
     root = os.path.realpath(root)
     base = os.path.realpath(base)
     cc_path = os.path.join(base, "compile_commands.json")
     if not os.path.isfile(cc_path):
         raise SystemExit("mutate.py: %s not found: configure the base build with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "
-                         "and build --target %s first" % (cc_path, target))
+                         "and build the kernel first" % cc_path)
     with open(cc_path) as f:
         entries = json.load(f)
     kd = os.path.realpath(os.path.join(root, kernel_dir)) + os.sep
@@ -645,7 +645,20 @@ def plan_build(root, base, target, kernel_dir):
     if not tus:
         raise SystemExit("mutate.py: no translation unit of %s in %s (is the kernel built in this configuration? "
                          "CUDA kernels need nvcc at configure time)" % (kernel_dir, cc_path))
+    return tus
+
+
+def plan_build(root, base, target, kernel_dir):
+    root = os.path.realpath(root)
+    base = os.path.realpath(base)
+    tus = plan_build_tus(root, base, kernel_dir)
     link_cwd, link_args = find_link_command(base, target)
+    # A folder may hold sources of several targets (gpu/plugin: one .c in three libraries): when the
+    # link line names objects of the folder, only those are the target's own.
+    named = {os.path.realpath(os.path.join(link_cwd, a)) for a in link_args}
+    own = [t for t in tus if os.path.realpath(t["output"]) in named]
+    if own:
+        tus = own
     cache = {}
     closure = {t["file"]: include_closure(t["file"], root, cache) for t in tus}
     return BuildPlan(root, base, target, tus, link_cwd, link_args, closure)
@@ -669,6 +682,146 @@ def find_link_command(base, target):
                 return os.path.join(base, shlex.split(cd)[1]), shlex.split(last)
             return base, shlex.split(last)
     raise SystemExit("mutate.py: no link command for target %s under %s (Makefile link.txt or ninja)" % (target, base))
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugin mode: each mutant becomes a small shared library (the kernel's translation units plus the
+# gpu/plugin/kernel_module.cpp adapter) that an unmutated flashcheck loads with --plugin, instead of
+# a whole flashcheck binary. The adapter exports the kernel's Capabilities as the plugin ABI 1.1
+# declared space, so the campaign on the module draws the same problems and tiles as on the built-in.
+# ---------------------------------------------------------------------------------------------
+
+# Compiled once per work folder and linked into every module: the adapter and what it needs from
+# the kernels layer (the registrar) and the problem model (Problem::softmax_scale).
+MODULE_SOURCES = ("gpu/plugin/kernel_module.cpp", "gpu/kernel.cpp", "reference/problem.cpp", "reference/dtype.cpp")
+ARCH_FLAGS = ("--generate-code", "-gencode", "--gpu-architecture", "-arch", "--gpu-code", "-code")
+
+
+def is_nvcc(args):
+    return os.path.basename(args[0]).startswith("nvcc")
+
+
+def plugin_args(args, arch):
+    """A TU's compile command for a module: position-independent, and CUDA code for `arch` alone
+    (a module is built for the one GPU it is checked on; half or less of the compile)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if is_nvcc(args) and (a in ARCH_FLAGS or a.split("=", 1)[0] in ARCH_FLAGS):
+            skip = "=" not in a
+            continue
+        out.append(a)
+    if is_nvcc(args):
+        out.insert(1, "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch))
+        if not any("fPIC" in a for a in out):
+            out.insert(1, "-Xcompiler=-fPIC")
+    elif "-fPIC" not in out:
+        out.insert(1, "-fPIC")
+    return out
+
+
+def cuda_lib_dir(tus):
+    for t in tus:
+        if is_nvcc(t["args"]):
+            nvcc = t["args"][0]
+            nvcc = nvcc if os.path.isabs(nvcc) else (shutil.which(nvcc) or nvcc)
+            top = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+            for sub in ("lib64", "targets/x86_64-linux/lib", "lib"):
+                if os.path.isdir(os.path.join(top, sub)):
+                    return os.path.join(top, sub)
+    return None
+
+
+def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cudart="shared", jobs=2):
+    """A BuildPlan whose 'link' makes WORK/_module/<kernel>.so from base objects compiled here (the
+    unmutated module, also the baseline), so build_one swaps in a mutant's objects exactly as it
+    does for a flashcheck binary."""
+    root = os.path.realpath(root)
+    work = os.path.realpath(work)
+    kplan = plan_build_tus(root, base, kernel_dir)
+    cxx = next((t for t in kplan if not is_nvcc(t["args"])), None)
+    if cxx is None:
+        raise SystemExit("mutate.py: --plugin needs a C++ translation unit in %s (its register.cpp) to take the "
+                         "compiler and flags from" % kernel_dir)
+    mod = os.path.join(work, "_module")
+    os.makedirs(mod, exist_ok=True)
+    tus = []
+    for t in kplan:
+        t = dict(t, args=plugin_args(t["args"], arch), output=os.path.join(mod, "k_" + os.path.basename(t["file"]) + ".o"))
+        tus.append(t)
+    extra = []
+    for rel in MODULE_SOURCES:
+        src = os.path.join(root, rel)
+        args = [a if os.path.realpath(os.path.join(cxx["directory"], a)) != cxx["file"] else src
+                for a in plugin_args(cxx["args"], arch)]
+        if rel.endswith("kernel_module.cpp"):
+            args.insert(1, '-DFC_MODULE_SUFFIX="%s"' % suffix)
+        extra.append({"file": src, "rel": rel, "directory": cxx["directory"], "args": args,
+                      "output": os.path.join(mod, "m_" + os.path.basename(rel) + ".o")})
+    with open(os.path.join(mod, "exports.map"), "w") as f:
+        # Only the entry point: the module's registrar and kernel list bind inside the module.
+        f.write("{ global: flashcheck_get_kernel; local: *; };\n")
+    libdir = cuda_lib_dir(tus)
+    link = [cxx["args"][0], "-shared", "-o", "PLACEHOLDER"] + [t["output"] for t in tus + extra] + \
+        ["-Wl,--version-script=" + os.path.join(mod, "exports.map"), "-Wl,-z,defs", "-Wl,-rpath,$ORIGIN"]
+    if libdir:
+        link += ["-L" + libdir, "-lcudart" if cudart == "shared" else "-l:libcudart_static.a"]
+        link += ["-ldl", "-lrt", "-lpthread"]
+    link += ["-lm"]
+    name = os.path.basename(os.path.normpath(kernel_dir)) + ".so"
+    cache = {}
+    closure = {t["file"]: include_closure(t["file"], root, cache) for t in tus}
+    plan = BuildPlan(root, base, name, tus, mod, link, closure)
+    lib = os.path.join(mod, name)
+    stamp = os.path.join(mod, "module.json")
+    key = {"arch": arch, "suffix": suffix, "cudart": cudart, "link": link,
+           "compile": [t["args"] for t in tus + extra]}
+    if (read_json(stamp) or {}).get("key") != key or not os.path.exists(lib):
+        t0 = time.time()
+        with open(os.path.join(mod, "build.log"), "w") as log:
+            def compile_once(t):
+                # An object compiled by the same command after its sources last changed is reused
+                # (a failed link must not cost the ~40 s kernel compile again).
+                cmd = compile_out(t)
+                stamp_o = t["output"] + ".cmd"
+                srcs = [t["file"]] + sorted(include_closure(t["file"], root, cache))
+                if os.path.exists(t["output"]) and os.path.exists(stamp_o) and open(stamp_o).read() == repr(cmd) and \
+                        os.path.getmtime(t["output"]) > max(os.path.getmtime(x) for x in srcs):
+                    return 0
+                rc = sh(cmd, t["directory"], log)
+                if rc == 0:
+                    with open(stamp_o, "w") as f:
+                        f.write(repr(cmd))
+                return rc
+            with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as ex:
+                rcs = list(ex.map(compile_once, tus + extra))
+            if any(rcs) or sh([lib if a == "PLACEHOLDER" else a for a in link], mod, log):
+                raise SystemExit("mutate.py: the unmutated module does not build; see %s" % os.path.join(mod, "build.log"))
+        write_json(stamp, {"key": key, "seconds": round(time.time() - t0, 1), "library": name})
+        print("built the unmutated module %s in %.0fs" % (lib, time.time() - t0), flush=True)
+    return plan
+
+
+def compile_out(t):
+    """t's own compile command with its output redirected to t['output'] (dependency files dropped)."""
+    args, out, skip = t["args"], [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in DEP_FLAGS_WITH_ARG:
+            skip = True
+            continue
+        if a in ("-MD", "-MMD"):
+            continue
+        if a == "-o":
+            out += ["-o", t["output"]]
+            skip = True
+            continue
+        out.append(a)
+    return out
 
 
 def compile_args_for(tu, mutant_src, obj):
@@ -1027,6 +1180,17 @@ def selected(args):
     return enumerate_mutants(source_root(args), args.kernel_dir, args.also, ops, args.sample, args.sample_seed, ids)
 
 
+def make_plan(root, args):
+    if not args.plugin:
+        return plan_build(root, args.base, args.target, args.kernel_dir)
+    plan = plan_plugin(root, args.base, args.kernel_dir, args.work, args.plugin_arch, args.plugin_suffix, args.cudart,
+                       args.jobs)
+    # The unmutated module is the baseline: every check must pass on it before a mutant is scored.
+    if getattr(args, "check", None) and not args.baseline:
+        args.baseline = os.path.join(plan.link_cwd, plan.target)
+    return plan
+
+
 def cmd_list(args):
     ms = selected(args)
     if args.json:
@@ -1066,7 +1230,7 @@ def cmd_apply(args):
 def cmd_build(args):
     root = source_root(args)
     ms = shard(selected(args), args.shard)
-    plan = plan_build(root, args.base, args.target, args.kernel_dir)
+    plan = make_plan(root, args)
     save_catalogue(args.work, ms, args)
     if args.dry_run:
         build_one(plan, ms[0], args.work, args.kernel_dir, args.also, dry_run=True)
@@ -1124,7 +1288,7 @@ def cmd_all(args):
     t_start = time.time()
     deadline = t_start + args.deadline if args.deadline else None
     ms = shard(selected(args), args.shard)
-    plan = plan_build(root, args.base, args.target, args.kernel_dir)
+    plan = make_plan(root, args)
     save_catalogue(args.work, ms, args)
     if not run_baseline(args, env):
         return 2
@@ -1216,7 +1380,7 @@ int body(int n, int* out, float* f) {
 '''
 
 
-def selftest():
+def selftest(flashcheck_build=None):
     failures = []
 
     def check(cond, what):
@@ -1321,10 +1485,55 @@ def selftest():
             selftest_build(tmp, check)
         else:
             print("skip: build self-test needs cmake and cc")
+        if flashcheck_build:
+            selftest_plugin(tmp, check, flashcheck_build)
+        else:
+            print("skip: plugin-module self-test needs --flashcheck BUILD (a flashcheck build dir with compile commands)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("selftest: %s (%d failure%s)" % ("FAILED" if failures else "ok", len(failures), "" if len(failures) == 1 else "s"))
     return 1 if failures else 0
+
+
+def selftest_plugin(tmp, check, build):
+    """--plugin on the host kernel folder gpu/plugin/host_module: its mutants become modules that an
+    unmutated flashcheck loads; the unmutated module passes a CPU campaign and a real fault dies."""
+    root = os.path.realpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+    fc = os.path.join(build, "flashcheck")
+    if not os.path.exists(fc):
+        check(False, "plugin self-test: %s not built" % fc)
+        return
+    kd = "gpu/plugin/host_module"
+    ms = enumerate_mutants(root, kd, ops=["ROR", "DIV", "MAXMIN"])
+    # DIV: `h / group` -> `h` reads KV head h instead of h / group: wrong for every GQA problem (and
+    # out of bounds past heads_kv), so a 40-case CPU campaign must kill it.
+    want = [m for m in ms if m.op == "DIV" and "/ group" in m.description]
+    check(len(want) == 1, "host_module: one DIV mutant of `h / group`, got %s" % [m.description for m in ms])
+    if not want:
+        return
+    work = os.path.join(tmp, "pwork")
+    args = argparse.Namespace(plugin=True, base=build, kernel_dir=kd, work=work, plugin_arch="90a",
+                              plugin_suffix=".mutant", cudart="shared", jobs=2, check=["x"], baseline=None,
+                              target="flashcheck")
+    plan = make_plan(root, args)
+    check(os.path.basename(args.baseline) == "host_module.so" and os.path.exists(args.baseline),
+          "the unmutated module is the baseline: %s" % args.baseline)
+    check({os.path.basename(t["file"]) for t in plan.tus} == {"host_attention.cpp", "register.cpp"},
+          "module TUs %s" % [t["file"] for t in plan.tus])
+    r = build_one(plan, want[0], work, kd, [])
+    check(r["status"] == "built", "the DIV module builds: %s" % r.get("why", r))
+    lib = os.path.join(work, want[0].id, "host_module.so")
+    nm = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout.split()
+    check("flashcheck_get_kernel" in nm and not any("registered_kernels" in x for x in nm),
+          "a module exports the entry point alone: %s" % nm)
+    cmd = ("%s run --plugin {bin} --kernel host_attention.mutant --cases 40 --seed 3 --max-seq 96 --no-shrink --fail-fast"
+           % shlex.quote(fc))
+    env = check_env(1)
+    v, rc, _, tail = run_check(cmd.replace("{bin}", shlex.quote(args.baseline)), 300, env)
+    check(v == "pass", "the unmutated module passes a CPU campaign (rc=%s):\n%s" % (rc, tail[-1500:]))
+    res = run_one(want[0].id, os.path.join(work, want[0].id), [cmd], 300, env)
+    check(res["status"] == "killed" and res["checks"][0]["rc"] == 1,
+          "the GQA fault is killed by the campaign: %s" % {k: res[k] for k in ("status", "checks")})
 
 
 def selftest_build(tmp, check):
@@ -1407,6 +1616,15 @@ def main(argv=None):
         sp.add_argument("--keep", action="store_true", help="keep the mutated sources and objects")
         sp.add_argument("--rebuild", action="store_true", help="rebuild mutants already built")
         sp.add_argument("--shard", help="i/N: this call takes mutants k with k %% N == i")
+        sp.add_argument("--plugin", action="store_true",
+                        help="build each mutant as a small plugin library (kernel TUs + gpu/plugin/kernel_module.cpp) "
+                             "for an unmutated flashcheck to load with --plugin, instead of a whole --target binary")
+        sp.add_argument("--plugin-arch", default="90a", help="with --plugin: the one CUDA arch compiled (default 90a)")
+        sp.add_argument("--plugin-suffix", default=".mutant",
+                        help="with --plugin: appended to the kernel's name (default .mutant: mma_f16.mutant)")
+        sp.add_argument("--cudart", choices=("shared", "static"), default="shared",
+                        help="with --plugin: link the CUDA runtime shared (libcudart.so beside flashcheck or on the "
+                             "library path; smallest) or static (self-contained, ~1 MB more per mutant)")
 
     def running(sp):
         sp.add_argument("--check", action="append", required=True,
@@ -1447,7 +1665,9 @@ def main(argv=None):
     sp.set_defaults(fn=cmd_report)
 
     sp = sub.add_parser("selftest", help="test the lexer, operators, ids, apply, build, run and report")
-    sp.set_defaults(fn=lambda a: selftest())
+    sp.add_argument("--flashcheck", help="a flashcheck build dir (compile commands, flashcheck, host_kernel_module "
+                                         "configured): also test --plugin on gpu/plugin/host_module")
+    sp.set_defaults(fn=lambda a: selftest(a.flashcheck and os.path.abspath(a.flashcheck)))
 
     args = p.parse_args(argv)
     # Commands run in the base build's folders: every path handed to them must be absolute.

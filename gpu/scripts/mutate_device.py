@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""Mutation score on a GPU machine that cannot build flashcheck: mutants built elsewhere as small
+plugin libraries (`mutate.py build --plugin`), packed here, checked there by one unmutated flashcheck.
+
+  pack  (build machine) WORK folders of `mutate.py build --plugin` -> one .tar.xz with a manifest
+  run   (GPU machine)   unpack, check the unmutated module first (every check must pass, else stop),
+                        then every mutant's checks in parallel under a per-check timeout and a global
+                        deadline; result.json per mutant, a report per kernel and a summary table
+
+The checks are the standard device check for a kernel, on the module loaded with --plugin: a
+campaign (150 cases, fail-fast), the fixed edge/regression shapes of runner/gpu_variants_test.cpp
+(EdgeShapesPass) as `run --problem` lines, and a production-load slice (`run --load`). A shape the
+unmutated module does not run (not in the kernel's declared space: exit 125) is dropped for its
+mutants. Python 3 standard library only; see gpu/scripts/MUTATION.md ("Plugin mutants").
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import io
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import mutate  # noqa: E402  (same folder, stdlib only)
+
+# runner/gpu_variants_test.cpp EdgeShapesPass, dtype alternated per shape (bf16, f16, ...) to halve
+# the runs; the campaign and the load slice draw both dtypes.
+EDGE_SHAPES = [
+    "b=1 hq=1 hkv=1 sq=1 skv=1 dqk=64 dv=64 causal=none",
+    "b=1 hq=2 hkv=1 sq=1 skv=1000 dqk=128 dv=128 causal=bottom_right",
+    "b=1 hq=2 hkv=2 sq=1000 skv=1 dqk=64 dv=64 causal=bottom_right",
+    "b=2 hq=8 hkv=2 sq=129 skv=257 dqk=256 dv=256 causal=top_left",
+    "b=1 hq=4 hkv=4 sq=257 skv=129 dqk=192 dv=128 causal=bottom_right",
+    "b=1 hq=3 hkv=1 sq=4097 skv=4097 dqk=64 dv=64 causal=bottom_right",
+    "b=2 hq=8 hkv=8 sq=1000 skv=100 dqk=128 dv=128 causal=bottom_right",
+    "b=1 hq=16 hkv=4 sq=3000 skv=65 dqk=64 dv=64 causal=bottom_right",
+    "b=4 hq=8 hkv=2 sq=777 skv=1 dqk=128 dv=128 causal=none",
+    "b=8 hq=32 hkv=8 sq=1 skv=8191 dqk=128 dv=128 causal=bottom_right",
+    "b=3 hq=12 hkv=4 sq=1025 skv=2049 dqk=256 dv=256 causal=top_left",
+]
+DTYPES = ("bf16", "f16")
+
+
+def checks_for(args):
+    """(name, command template) in order: cheap and most killing first; a mutant stops at its first kill.
+    {fc} flashcheck, {bin} the module, {kernel} its kernel name."""
+    # --timeout per case: a hanging mutant is failed by flashcheck (kernel_crashed: timed out) long
+    # before the per-check limit, and frees its share of the GPU.
+    one = "{fc} run --plugin {bin} --kernel {kernel} --timeout %d" % args.case_timeout
+    run = one + " --seed %d --no-shrink --fail-fast" % args.seed
+    out = [("campaign", run + " --cases %d" % args.cases)]
+    for i, s in enumerate(EDGE_SHAPES):
+        out.append(("edge%d" % i, one + " --problem %s --dist normal --input-seed %d"
+                    % (shlex.quote("%s dtype=%s" % (s, DTYPES[i % 2])), args.seed)))
+    out.append(("load", run + " --load --cases %d" % args.load_cases))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# pack (build machine)
+# ---------------------------------------------------------------------------------------------
+
+def cmd_pack(args):
+    kernels = []
+    with tarfile.open(args.out, "w:xz", preset=6) as tar:  # 8 MiB window: sibling modules dedupe
+        for spec in args.work:
+            name, work = spec.split("=", 1)
+            work, _, registered = work.partition(",")  # the kernel's registered name, if not the folder's
+            cat = mutate.read_json(os.path.join(work, "mutants.json"))
+            mod = mutate.read_json(os.path.join(work, "_module", "module.json"))
+            if not cat or not mod:
+                raise SystemExit("mutate_device.py: %s is not a `mutate.py build --plugin` work folder" % work)
+            lib = mod["library"]
+            tar.add(os.path.join(work, "_module", lib), arcname="%s/_module/%s" % (name, lib))
+            kept = []
+            for m in cat["mutants"]:
+                d = os.path.join(work, m["id"])
+                b = mutate.read_json(os.path.join(d, "build.json"))
+                if not b or b.get("status") not in ("built", "build_failed", "unreachable"):
+                    continue  # never built here: left out of the pack and the catalogue
+                kept.append(m)
+                for f in ("build.json", "diff.patch", lib):
+                    if os.path.exists(os.path.join(d, f)):
+                        tar.add(os.path.join(d, f), arcname="%s/%s/%s" % (name, m["id"], f))
+            cat = dict(cat, mutants=kept)
+            data = json.dumps(cat, indent=1).encode()
+            info = tarfile.TarInfo("%s/mutants.json" % name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            kernels.append({"name": name, "library": lib, "plugin_kernel": (registered or name) + args.suffix,
+                            "kernel_dir": cat.get("kernel_dir"), "mutants": len(kept)})
+            print("packed %s: %d mutants" % (name, len(kept)))
+        data = json.dumps({"kernels": kernels}, indent=1).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    print("%s: %.1f MiB" % (args.out, os.path.getsize(args.out) / 2**20))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# run (GPU machine)
+# ---------------------------------------------------------------------------------------------
+
+class Clock:
+    def __init__(self, deadline, hard):
+        self.t0 = time.time()
+        self.deadline = self.t0 + deadline  # no mutant starts after this
+        self.hard = self.t0 + hard  # every check is cut here (the mutant is then "not run", not killed)
+
+    def left(self):
+        return self.hard - time.time()
+
+
+def run_cmd(cmd, timeout, env):
+    t0 = time.time()
+    p = subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True, env=env)
+    try:
+        out, _ = p.communicate(timeout=max(1.0, timeout))
+        return p.returncode, round(time.time() - t0, 2), (out or "")[-3000:]
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return None, round(time.time() - t0, 2), (out or "")[-3000:]
+
+
+def fill(template, fc, lib, kernel):
+    return template.replace("{fc}", shlex.quote(fc)).replace("{bin}", shlex.quote(lib)).replace("{kernel}", kernel)
+
+
+def check_mutant(k, m_id, checks, args, clock, env):
+    """Runs the checks in order; writes WORK/<id>/result.json the way mutate.py's report reads it."""
+    d = os.path.join(k["dir"], m_id)
+    lib = os.path.join(d, k["library"])
+    result = {"id": m_id, "checks": []}
+    final = "survived"
+    for name, tpl, timeout in checks:
+        limit = min(timeout, clock.left())
+        if limit < 5:
+            final = "cut"
+            break
+        rc, dt, tail = run_cmd(fill(tpl, args.flashcheck, lib, k["plugin_kernel"]), limit, env)
+        cut = rc is None and limit < timeout
+        verdict = ("cut" if cut else "timeout") if rc is None else {0: "pass", 1: "killed", 125: "untestable"}.get(rc, "crash")
+        result["checks"].append({"check": name, "verdict": verdict, "rc": rc, "seconds": dt, "tail": tail})
+        if verdict == "cut":
+            final = "cut"
+            break
+        if verdict in ("killed", "timeout", "crash"):
+            final = "killed"
+            result["killed_by"] = "%s: %s%s" % (name, verdict, "" if rc in (None, 1) else " rc=%s" % rc)
+            break
+        if verdict == "untestable":
+            final = "untestable"
+    result["status"] = final
+    result["seconds"] = round(sum(c["seconds"] for c in result["checks"]), 2)
+    if final != "cut":  # a cut mutant stays "not run" in the report, never a kill or a survivor
+        mutate.write_json(os.path.join(d, "result.json"), result)
+    return result
+
+
+def baseline(k, args, clock, env, log):
+    """The unmutated module through every check. Edge shapes it cannot run (125: outside the kernel's
+    space) are dropped for this kernel; any other failure stops the kernel's scoring."""
+    lib = os.path.join(k["dir"], "_module", k["library"])
+    keep = []
+    jobs = []
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        for name, tpl in checks_for(args):
+            jobs.append((name, tpl, ex.submit(run_cmd, fill(tpl, args.flashcheck, lib, k["plugin_kernel"]),
+                                              min(args.timeout, clock.left()), env)))
+        ok = True
+        for name, tpl, f in jobs:
+            rc, dt, tail = f.result()
+            log("  base %-9s %-10s rc=%s %.1fs" % (k["name"], name, rc, dt))
+            if rc == 0:
+                # A mutant's check may take a few times the unmutated one's (6 share the GPU) before
+                # it counts as a hang.
+                keep.append((name, tpl, max(args.timeout, 4 * dt)))
+            elif rc == 125 and name.startswith("edge"):
+                continue
+            else:
+                log(tail[-1500:])
+                log("  BASE FAILS %s on %s: this kernel is not scored (a check that fails unmutated kills everything)"
+                    % (name, k["name"]))
+                ok = False
+    return ok, keep
+
+
+def cmd_run(args):
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    logf = open(os.path.join(out, "mutation.log"), "w")
+    lock = threading.Lock()
+
+    def log(s):
+        with lock:
+            print(s, flush=True)
+            logf.write(s + "\n")
+            logf.flush()
+
+    clock = Clock(args.deadline, args.hard_deadline)
+    dest = os.path.abspath(args.dest)
+    os.makedirs(dest, exist_ok=True)
+    with tarfile.open(args.pack) as tar:
+        tar.extractall(dest)
+    man = mutate.read_json(os.path.join(dest, "manifest.json"))
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
+    log("unpacked %s in %.1fs: %s; -j %d, deadline %ds (hard %ds), timeout %ds per check, OMP_NUM_THREADS=%s" %
+        (args.pack, time.time() - clock.t0, ", ".join("%s %d mutants" % (k["name"], k["mutants"]) for k in man["kernels"]),
+         args.jobs, args.deadline, args.hard_deadline, args.timeout, env["OMP_NUM_THREADS"]))
+    kernels = []
+    for k in man["kernels"]:
+        if args.kernel and k["name"] not in args.kernel:
+            continue
+        k["dir"] = os.path.join(dest, k["name"])
+        ok, checks = baseline(k, args, clock, env, log)
+        if ok:
+            k["checks"] = checks
+            kernels.append(k)
+    if not kernels:
+        log("ABORT: no kernel's unmutated module passes its checks; nothing scored")
+        return 2
+    # Interleave the kernels so a deadline leaves each with a comparable share checked.
+    queues = []
+    for k in kernels:
+        cat = mutate.read_json(os.path.join(k["dir"], "mutants.json"))
+        ids = [m["id"] for m in cat["mutants"]
+               if (mutate.read_json(os.path.join(k["dir"], m["id"], "build.json")) or {}).get("status") == "built"]
+        # Hash order, not file order: a deadline then leaves an unbiased sample unchecked, not one file.
+        ids.sort(key=lambda i: hashlib.sha1(i.encode()).hexdigest())
+        queues.append([(k, i) for i in ids])
+    order = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    done = [0]
+
+    def task(item):
+        k, m_id = item
+        if time.time() > clock.deadline:
+            return None
+        r = check_mutant(k, m_id, k["checks"], args, clock, env)
+        with lock:
+            done[0] += 1
+        log("[%d/%d %4.0fs] %-9s %-30s %-9s %s" % (done[0], len(order), time.time() - clock.t0, k["name"], m_id,
+                                                  r["status"], r.get("killed_by", "")))
+        return r
+
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        results = [r for r in ex.map(task, order) if r]
+    log("checked %d of %d mutants in %.0fs" % (len(results), len(order), time.time() - clock.t0))
+
+    rows = []
+    summary = {}
+    for k in kernels:
+        eq_path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "equivalent_%s.txt" % k["name"])
+        rep = mutate.compute_report(k["dir"], mutate.read_equivalent(eq_path if os.path.exists(eq_path) else None))
+        per_check = {}
+        for r in results:
+            for c in r["checks"]:
+                per_check.setdefault(c["check"], []).append(c["seconds"])
+        rep["check_seconds_median"] = {n: sorted(v)[len(v) // 2] for n, v in per_check.items()}
+        rep["checks"] = [n for n, _, _ in k["checks"]]
+        killers = {}
+        for r in results:
+            if r.get("killed_by") and os.path.isdir(os.path.join(k["dir"], r["id"])):
+                kb = r["killed_by"].split(":")[0]
+                killers[kb] = killers.get(kb, 0) + 1
+        rep["killed_by_check"] = killers
+        cand_path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "equivalent_candidates_%s.txt" % k["name"])
+        cands = mutate.read_equivalent(cand_path if os.path.exists(cand_path) else None)
+        argued = [sv["id"] for sv in rep["survivors"] if sv["id"] in cands]
+        sm = rep["summary"]
+        denom = sm["tested"] - sm["equivalent"] - len(argued)
+        rep["candidates"] = {"survived": argued, "killed": [i for i in cands if i not in argued and
+                                                            (mutate.read_json(os.path.join(k["dir"], i, "result.json")) or {}).get("status") == "killed"],
+                             "score_if_equivalent": (sm["killed"] / denom) if denom > 0 else None}
+        with open(os.path.join(out, "mutation_%s.json" % k["name"]), "w") as f:
+            json.dump(rep, f, indent=1)
+        with open(os.path.join(out, "mutation_%s.txt" % k["name"]), "w") as f:
+            mutate.print_report(rep, show_diffs=True, out=f)
+        # Survivors' diffs in the log too: the lead reads only the output tail and $OUT.
+        mutate.print_report(rep, show_diffs=True, out=logf)
+        s = rep["summary"]
+        summary[k["name"]] = s
+        rows.append((k["name"], s))
+    with open(os.path.join(out, "mutation_summary.json"), "w") as f:
+        json.dump({"summary": summary, "seconds": round(time.time() - clock.t0, 1)}, f, indent=1)
+    print()
+    print("MUTATION SCORE (device check on plugin mutants; full reports: $OUT/mutation_<kernel>.txt/.json)")
+    print("%-10s %6s %6s %6s %6s %6s %7s %7s %7s" % ("kernel", "built", "tested", "killed", "surv", "equiv", "not_run",
+                                                    "untest", "score"))
+    for name, s in rows:
+        sc = "n/a" if s["score"] is None else "%.1f%%" % (100 * s["score"])
+        print("%-10s %6d %6d %6d %6d %6d %7d %7d %7s" % (name, s["built"], s["tested"], s["killed"], s["survived"],
+                                                      s["equivalent"], s["not_run"], s["untestable"], sc))
+    for name, _ in rows:
+        rep = mutate.read_json(os.path.join(out, "mutation_%s.json" % name))
+        print("%s survivors: %s" % (name, " ".join(sv["id"] for sv in rep["survivors"]) or "none"))
+        c = rep["candidates"]
+        if c["survived"] or c["killed"]:
+            print("%s argued-equivalent candidates (gpu/scripts/equivalent_candidates_%s.txt): %d survived, %d killed %s; "
+                  "score if the survivors are equivalent: %s" % (name, name, len(c["survived"]), len(c["killed"]),
+                                                                 " ".join(c["killed"]),
+                                                                 "n/a" if c["score_if_equivalent"] is None else
+                                                                 "%.1f%%" % (100 * c["score_if_equivalent"])))
+        print("%s killed by: %s; median s per check: %s" % (name, rep["killed_by_check"], rep["check_seconds_median"]))
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="mode", required=True)
+    sp = sub.add_parser("pack", help="pack `mutate.py build --plugin` work folders for the GPU machine")
+    sp.add_argument("--work", action="append", required=True, help="NAME=WORK_DIR[,KERNEL], e.g. mma_f16=build-mutants/mma_f16 (KERNEL: the "
+                    "registered name when it is not NAME)")
+    sp.add_argument("--suffix", default=".mutant", help="the --plugin-suffix the modules were built with")
+    sp.add_argument("--out", required=True, help="the .tar.xz to write")
+    sp.set_defaults(fn=cmd_pack)
+    sp = sub.add_parser("run", help="check packed mutants with an unmutated flashcheck (no build)")
+    sp.add_argument("--pack", required=True)
+    sp.add_argument("--flashcheck", required=True, help="the unmutated flashcheck binary")
+    sp.add_argument("--dest", default="/tmp/fc_mutants", help="where the pack is unpacked")
+    sp.add_argument("--out", default=os.environ.get("OUT", "mutation-out"))
+    sp.add_argument("--kernel", action="append", help="only these kernels of the pack")
+    sp.add_argument("-j", "--jobs", type=int, default=6, help="mutants checked at once (they share the GPU)")
+    sp.add_argument("--timeout", type=float, default=60,
+                    help="seconds per check (at least 4x the unmutated module's); past it the mutant is killed (a hang)")
+    sp.add_argument("--deadline", type=float, default=400, help="seconds after which no mutant starts")
+    sp.add_argument("--hard-deadline", type=float, default=480,
+                    help="seconds after which running checks are cut (their mutants count as not run)")
+    sp.add_argument("--seed", type=int, default=11)
+    sp.add_argument("--cases", type=int, default=150)
+    sp.add_argument("--load-cases", type=int, default=6)
+    sp.add_argument("--case-timeout", type=int, default=20, help="flashcheck run --timeout: seconds per case")
+    sp.set_defaults(fn=cmd_run)
+    args = p.parse_args(argv)
+    if getattr(args, "flashcheck", None):
+        args.flashcheck = os.path.abspath(args.flashcheck)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
