@@ -85,7 +85,14 @@ void encode(DType d, const float* src, int64_t n, void* dst) {
     return;
   }
   auto* out = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) out[i] = d == DType::f16 ? f32_to_f16_bits(src[i]) : f32_to_bf16_bits(src[i]);
+  // Staging a big campaign case encodes ~10^9 elements per tensor: all threads, one loop per dtype.
+  if (d == DType::f16) {
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 20))
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_f16_bits(src[i]);
+  } else {
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 20))
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16_bits(src[i]);
+  }
 }
 
 void decode(DType d, const void* src, int64_t n, float* dst) {

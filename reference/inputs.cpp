@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "reference/big_vector.h"
 #include "reference/rng.h"
 
 namespace flashcheck {
@@ -26,7 +27,9 @@ Dist parse_dist(std::string_view s) {
 
 void round_all(std::vector<float>& x, DType d) {
   if (d == DType::f32) return;
-  for (float& e : x) e = round_to(d, e);
+  const int64_t n = static_cast<int64_t>(x.size());
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 20))
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = round_to(d, x[static_cast<size_t>(i)]);
 }
 
 namespace {
@@ -34,7 +37,7 @@ namespace {
 std::vector<float> fill(const Problem& p, int64_t rows, int64_t dim, int64_t seq, uint64_t seed, uint64_t stream,
                         Dist dist, bool is_key) {
   CounterRng rng(seed, stream);
-  std::vector<float> out(static_cast<size_t>(rows * dim));
+  std::vector<float> out = big_vector<float>(static_cast<size_t>(rows * dim));
   // Counter-based: each element depends only on (seed, stream, index), so threads change nothing.
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {

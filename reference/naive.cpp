@@ -27,8 +27,10 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // Scratch for S is capped at this many doubles per thread (16 MiB): row blocks shrink as seq_kv grows.
 constexpr int64_t kScoreBudget = int64_t{2} << 20;
 // Tallest row block. Every GEMM call packs the K (or V) prefix it reads afresh, so taller blocks
-// amortise that copy over more rows; measured in bench/oracle_bench (PERF.md, issue 11).
-constexpr int64_t kMaxRowBlock = 512;
+// amortise that copy over more rows, but past ~256 rows the block's scores (rows × seq_kv doubles)
+// fall out of the caches. On the H100 machine's 16-core Xeon (AVX-512, warm, 1×4×4096×128):
+// 128 rows 288 GFLOPS, 256 rows 352, 512 rows 277 (PERF.md, session 4).
+constexpr int64_t kMaxRowBlock = 256;
 
 // glibc's vector exp (libmvec, x86-64 vector function ABI; glibc documents 1 ulp for these): the
 // softmax's exp over Sq·Skv scores would otherwise cost as much as both GEMMs. The variant is picked
