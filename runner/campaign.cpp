@@ -113,7 +113,7 @@ std::string repro_command(const std::string& variant, const Case& c, const std::
 }
 
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
-                     const WaitingFn& waiting) {
+                     const WaitingFn& waiting, bool maps_on_failure) {
   CaseOutcome out;
   out.c = c;
   if (auto why = v.unsupported(c.problem)) {
@@ -156,6 +156,7 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
     }
   }
   out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows});
+  if (maps_on_failure && !out.report.pass()) out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, true});
   out.report.repro = repro_command(v.name(), c, plugin);
   out.passed = out.report.pass();
   return out;
@@ -377,6 +378,11 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
           double budget = opt.shrink_budget_s;
           if (budget <= 0 && worker) budget = std::max(20.0, 2 * worker->timeout_for(c.problem));
           CaseOutcome shrunk = opt.shrink ? shrink_failure(v, o, opt.max_rows, opt.plugin, 200, worker.get(), budget) : o;
+          // The HTML page needs the error maps: the kept case runs once more, in the same worker
+          // (isolated like every run), and is judged with them.
+          if (opt.error_maps && shrunk.judged())
+            if (CaseOutcome again = run_case(v, shrunk.c, opt.max_rows, opt.plugin, worker.get(), {}, true); again.report.maps)
+              shrunk.report = std::move(again.report);
           s.repro.push_back(repro_command(s.name, shrunk.c, opt.plugin));
           log << to_text(shrunk.report);
           log << "  reproduce (shrunk): " << s.repro.back() << "\n";

@@ -26,6 +26,7 @@ struct CampaignOptions {
   double max_work = 3e7;                     // per-case cap on B·Hq·Sq·Skv·(Dqk+Dv)
   int64_t max_rows = kDefaultMaxRows;        // rows per (b,h) checked before sampling
   bool shrink = true;
+  bool error_maps = false;                   // kept failures carry the HTML page's error maps (`run --html`)
   bool fail_fast = false;                    // stop at the first failing case
   bool progress = true;                      // on stderr: an updating line on a terminal, else a line every few seconds
   int64_t max_failures_kept = 5;             // per variant, with reports
@@ -111,8 +112,10 @@ using WaitingFn = std::function<void(double)>;
 
 // Runs one case: inputs from (problem, dist, seed), the variant through the harness (in `worker`'s
 // process when given), verdict.
+// maps_on_failure: a failing case's report also carries the error maps of the HTML page, judged
+// from the same output (the kernel does not run again).
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "",
-                     KernelWorker* worker = nullptr, const WaitingFn& waiting = {});
+                     KernelWorker* worker = nullptr, const WaitingFn& waiting = {}, bool maps_on_failure = false);
 // The problem space a variant declares, within the campaign's limits.
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt);
 // Case number `index` of the campaign (the same on every machine for the same seed).

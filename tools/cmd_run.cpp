@@ -186,6 +186,7 @@ void add_run(CLI::App& app, Action& action) {
       if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
         throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
       o->c.shrink = !o->no_shrink;
+      o->c.error_maps = !o->html.empty();
       if (o->c.load) {  // defaults that fit production load, unless given
         if (cmd->count("--max-seq") == 0) o->c.max_seq = 4096;
         if (cmd->count("--max-work") == 0) o->c.max_work = 1e10;
@@ -217,7 +218,7 @@ void add_run(CLI::App& app, Action& action) {
           std::unique_ptr<KernelWorker> worker;
           if (o->c.isolation.enabled && !v->unsupported(c.problem))
             worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
-          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get());
+          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty());
           if (out.skipped) {
             std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
             j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
@@ -225,7 +226,7 @@ void add_run(CLI::App& app, Action& action) {
           }
           std::cout << v->name() << ": " << to_text(out.report);
           j["variants"].push_back({{"name", v->name()}, {"report", to_json(out.report)}});
-          if (!o->html.empty() && !out.passed) write_case_html(*v, out, std::filesystem::path(o->html) / (v->name() + ".html"), kDefaultMaxRows);
+          if (!o->html.empty() && !out.passed) write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
           rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
         }
         std::cout.flush();
@@ -275,9 +276,7 @@ void add_run(CLI::App& app, Action& action) {
       for (auto& s : all)
         for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
       if (!o->html.empty()) {
-        std::vector<std::shared_ptr<Variant>> judged;
-        for (auto& [v, plugin] : variants) judged.push_back(v);
-        write_failure_pages(all, judged, o->html, o->c.max_rows);
+        write_failure_pages(all, o->html);
       }
       if (!o->json.empty()) {
         nlohmann::json j;

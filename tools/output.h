@@ -53,33 +53,22 @@ class JsonStdout {
   int saved_ = -1;
 };
 
-// One HTML page for a failing case of `run`. The campaign judged it without error maps (they cost a
-// second pass), so the case runs again with them; a kernel that threw has only its report. Returns
+// One HTML page for a failing case of `run`. The campaign judged its kept failures with error maps
+// (CampaignOptions::error_maps) in the kernel's worker; a kernel that threw, crashed or hung has
+// only its report. Nothing runs here: a page never re-runs a kernel outside its isolation. Returns
 // the page's path.
-inline std::filesystem::path write_case_html(const Variant& v, const CaseOutcome& failed, const std::filesystem::path& path,
-                                             int64_t max_rows) {
-  Report r = failed.report;
-  if (!failed.error && !failed.skipped) {
-    const Problem& p = failed.c.problem;
-    const Inputs in = make_inputs(p, failed.c.seed, failed.c.dist);
-    const HarnessResult h = run_variant(v, p, in);
-    r = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, true});
-    r.repro = failed.report.repro;
-  }
+inline std::filesystem::path write_case_html(const CaseOutcome& failed, const std::filesystem::path& path) {
   std::filesystem::create_directories(path.parent_path().empty() ? "." : path.parent_path());
-  write_html(r, path);
+  write_html(failed.report, path);
   std::cerr << "html report: " << path.string() << "\n";
   return path;
 }
 
 // `run --html DIR`: a page per kept (shrunk) failure, DIR/<kernel>_<i>.html.
-inline void write_failure_pages(const std::vector<VariantSummary>& all, const std::vector<std::shared_ptr<Variant>>& variants,
-                                const std::filesystem::path& dir, int64_t max_rows) {
+inline void write_failure_pages(const std::vector<VariantSummary>& all, const std::filesystem::path& dir) {
   for (const VariantSummary& s : all)
-    for (const auto& v : variants)
-      if (v->name() == s.name)
-        for (size_t i = 0; i < s.failures.size(); ++i)
-          write_case_html(*v, s.failures[i], dir / (s.name + "_" + std::to_string(i) + ".html"), max_rows);
+    for (size_t i = 0; i < s.failures.size(); ++i)
+      write_case_html(s.failures[i], dir / (s.name + "_" + std::to_string(i) + ".html"));
 }
 
 }  // namespace flashcheck::cli
