@@ -337,6 +337,11 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
         log << s.name << " case " << i << " " << to_string(c.problem) << buf;
         continue;
       }
+      // Say what each big case is: a pass means something only with the size it passed at.
+      progress.finish();
+      const Problem& bp = c.problem;
+      log << s.name << " case " << i << ": " << to_string(bp) << " dist=" << to_string(c.dist) << ", largest tensor "
+          << std::max({bp.q_elems(), bp.k_elems(), bp.v_elems(), bp.o_elems()}) << " elements\n";
     }
     const WaitingFn waiting = [&](double el) {
       char buf[64];
