@@ -113,7 +113,7 @@ std::string repro_command(const std::string& variant, const Case& c, const std::
 }
 
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
-                     const WaitingFn& waiting, bool maps_on_failure) {
+                     const WaitingFn& waiting, bool maps_on_failure, OracleChoice oracle) {
   CaseOutcome out;
   out.c = c;
   if (auto why = v.unsupported(c.problem)) {
@@ -155,8 +155,9 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
       return out;
     }
   }
-  out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows});
-  if (maps_on_failure && !out.report.pass()) out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, true});
+  out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, false, oracle});
+  if (maps_on_failure && !out.report.pass())
+    out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, true, oracle});
   out.report.repro = repro_command(v.name(), c, plugin);
   out.passed = out.report.pass();
   return out;
@@ -207,7 +208,7 @@ std::vector<Problem> smaller(const Problem& p, const Capabilities& caps) {
 }  // namespace
 
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin,
-                           int max_steps, KernelWorker* worker, double budget_s) {
+                           int max_steps, KernelWorker* worker, double budget_s, OracleChoice oracle) {
   const auto t0 = std::chrono::steady_clock::now();
   auto over_budget = [&] {
     return budget_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > budget_s;
@@ -222,7 +223,7 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
     for (const Case& c : cands) {
       if (++steps > max_steps || over_budget()) break;
       if (v.unsupported(c.problem)) continue;
-      CaseOutcome o = run_case(v, c, max_rows, plugin, worker);
+      CaseOutcome o = run_case(v, c, max_rows, plugin, worker, {}, false, oracle);
       if (!o.passed && !o.skipped) {
         failing = std::move(o);
         improved = true;
@@ -348,7 +349,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       std::snprintf(buf, sizeof buf, "  [this case running %.0f s]", el);
       progress.update(line(i) + buf);
     };
-    CaseOutcome o = run_case(v, c, opt.max_rows, opt.plugin, worker.get(), waiting);
+    CaseOutcome o = run_case(v, c, opt.max_rows, opt.plugin, worker.get(), waiting, false, opt.oracle);
     ++s.cases;
     if (o.skipped) {
       ++s.skipped;
@@ -382,11 +383,11 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
           // Shrinking a hang costs a time limit per candidate: its budget keeps that bounded.
           double budget = opt.shrink_budget_s;
           if (budget <= 0 && worker) budget = std::max(20.0, 2 * worker->timeout_for(c.problem));
-          CaseOutcome shrunk = opt.shrink ? shrink_failure(v, o, opt.max_rows, opt.plugin, 200, worker.get(), budget) : o;
+          CaseOutcome shrunk = opt.shrink ? shrink_failure(v, o, opt.max_rows, opt.plugin, 200, worker.get(), budget, opt.oracle) : o;
           // The HTML page needs the error maps: the kept case runs once more, in the same worker
           // (isolated like every run), and is judged with them.
           if (opt.error_maps && shrunk.judged())
-            if (CaseOutcome again = run_case(v, shrunk.c, opt.max_rows, opt.plugin, worker.get(), {}, true); again.report.maps)
+            if (CaseOutcome again = run_case(v, shrunk.c, opt.max_rows, opt.plugin, worker.get(), {}, true, opt.oracle); again.report.maps)
               shrunk.report = std::move(again.report);
           s.repro.push_back(repro_command(s.name, shrunk.c, opt.plugin));
           log << to_text(shrunk.report);

@@ -14,6 +14,7 @@
 #include "fuzz/generators.h"
 #include "runner/isolation.h"
 #include "runner/registry.h"
+#include "verify/expected.h"
 #include "verify/report.h"
 
 namespace flashcheck {
@@ -26,7 +27,8 @@ struct CampaignOptions {
   double max_work = 3e7;                     // per-case cap on B·Hq·Sq·Skv·(Dqk+Dv)
   int64_t max_rows = kDefaultMaxRows;        // rows per (b,h) checked before sampling
   bool shrink = true;
-  bool error_maps = false;                   // kept failures carry the HTML page's error maps (`run --html`)
+  bool error_maps = false;
+  OracleChoice oracle = OracleChoice::automatic;  // `run --oracle`: where the fp64 truth is computed                   // kept failures carry the HTML page's error maps (`run --html`)
   bool fail_fast = false;                    // stop at the first failing case
   bool progress = true;                      // on stderr: an updating line on a terminal, else a line every few seconds
   int64_t max_failures_kept = 5;             // per variant, with reports
@@ -115,7 +117,8 @@ using WaitingFn = std::function<void(double)>;
 // maps_on_failure: a failing case's report also carries the error maps of the HTML page, judged
 // from the same output (the kernel does not run again).
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "",
-                     KernelWorker* worker = nullptr, const WaitingFn& waiting = {}, bool maps_on_failure = false);
+                     KernelWorker* worker = nullptr, const WaitingFn& waiting = {}, bool maps_on_failure = false,
+                     OracleChoice oracle = OracleChoice::automatic);
 // The problem space a variant declares, within the campaign's limits.
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt);
 // Case number `index` of the campaign (the same on every machine for the same seed).
@@ -134,7 +137,8 @@ double host_bytes_for(const Problem& p, int64_t max_rows);
 // Stops after max_steps candidates or budget_s seconds (0: no limit): a kernel that hangs costs its
 // time limit per candidate.
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin = "",
-                           int max_steps = 200, KernelWorker* worker = nullptr, double budget_s = 0);
+                           int max_steps = 200, KernelWorker* worker = nullptr, double budget_s = 0,
+                           OracleChoice oracle = OracleChoice::automatic);
 
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log);
 

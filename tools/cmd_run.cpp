@@ -23,6 +23,7 @@
 #include "tools/commands.h"
 #include "tools/strict_options.h"
 #include "tools/output.h"
+#include "reference/gpu_oracle.h"
 #include "verify/check_file.h"
 
 namespace flashcheck::cli {
@@ -139,7 +140,7 @@ std::string summary_note(const VariantSummary& s) {
 void add_run(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("run", "fuzz campaign: random problems against the oracle, per kernel, failures shrunk");
   struct Opts {
-    std::string kernel = "all", shard = "0/1", json, problem, dist = "normal";
+    std::string kernel = "all", shard = "0/1", json, problem, dist = "normal", oracle_name = "auto";
     std::vector<std::string> plugins, dtypes;
     CampaignOptions c;
     uint64_t input_seed = 1;
@@ -173,6 +174,9 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_flag("--load", o->c.load,
                 "production load: cases grown (keeping their tile-boundary residues) to B*Hq >= 32 and sequences >= 1000; "
                 "defaults become --max-seq 4096 --max-work 1e10 --max-rows 512 (sampled rows keep every q-tile's edges)");
+  cmd->add_option("--oracle", o->oracle_name,
+                  "fp64 truth and baseline on: auto (the GPU for large problems when one is usable), cpu, gpu")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
   cmd->add_flag("--big", o->c.big,
                 "big tensors: cases grown (keeping their residues) to sequences >= 512 and then in batch until the largest of "
                 "q, k, v, o exceeds 2^31 elements; 16 sampled rows per (b,h) plus every q-tile's edges, GPU oracle when present; "
@@ -187,6 +191,9 @@ void add_run(CLI::App& app, Action& action) {
         throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
       o->c.shrink = !o->no_shrink;
       o->c.error_maps = !o->html.empty();
+      o->c.oracle = o->oracle_name == "cpu" ? OracleChoice::cpu : o->oracle_name == "gpu" ? OracleChoice::gpu : OracleChoice::automatic;
+      if (o->c.oracle == OracleChoice::gpu)
+        if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
       if (o->c.load) {  // defaults that fit production load, unless given
         if (cmd->count("--max-seq") == 0) o->c.max_seq = 4096;
         if (cmd->count("--max-work") == 0) o->c.max_work = 1e10;
@@ -218,7 +225,7 @@ void add_run(CLI::App& app, Action& action) {
           std::unique_ptr<KernelWorker> worker;
           if (o->c.isolation.enabled && !v->unsupported(c.problem))
             worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
-          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty());
+          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty(), o->c.oracle);
           if (out.skipped) {
             std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
             j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});

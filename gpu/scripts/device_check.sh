@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation in one call, building nothing: the GPU test suite, a campaign per device variant,
-# compute-sanitizer memcheck and racecheck on small problems, the 100-run determinism check and
-# the benchmark. Logs go to $OUT (or ./device-out); the last lines are a summary table.
+# compute-sanitizer memcheck and racecheck on small problems, load and big-tensor campaigns, the
+# 100-run determinism check and the benchmark. Logs go to $OUT (or ./device-out); the last lines are a summary table.
 #
 #   gpu/scripts/device_check.sh BUILD_DIR [CASES] [SEED]
 set -u
@@ -67,6 +67,12 @@ for v in $variants; do
   # (issue #14); rows sampled with every q-tile's edges, the GPU oracle when one is usable.
   step "load campaign $v (${LOAD_CASES:-20} cases)" "load_$v.log" "$fc" run --kernel "$v" --load \
     --cases "${LOAD_CASES:-20}" --seed "$seed"
+  # Tensors past 2^31 elements, where 32-bit index arithmetic wraps (issue #11): BIG_CASES=0 skips
+  # it (each case stages tens of GB; about a minute per case on an H100 host).
+  if [ "${BIG_CASES:-2}" -gt 0 ]; then
+    step "big-tensor campaign $v (${BIG_CASES:-2} cases)" "big_$v.log" "$fc" run --kernel "$v" --big \
+      --cases "${BIG_CASES:-2}" --seed "$seed" --no-shrink
+  fi
   step "determinism $v (100 runs)" "determinism_$v.log" "$fc" determinism --kernel "$v" --runs 100 \
     --problem "${DET_PROBLEM:-b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right}"
 done
