@@ -209,14 +209,16 @@ void check_layout(const Header& h, uint64_t buf_size) {
   if (pos != buf_size) throw SafetensorsError(std::to_string(buf_size - pos) + " trailing bytes after the last tensor");
 }
 
-SafetensorsFile assemble(Header&& h, const uint8_t* buf) {
+// The file's tensors in header-entry order; bytes(e) returns entry e's payload.
+template <typename Bytes>
+SafetensorsFile assemble(Header&& h, Bytes bytes) {
   SafetensorsFile f;
   f.metadata = std::move(h.metadata);
   for (Entry& e : h.entries) {
     StTensor t;
     t.dtype = e.info->d;
     t.shape = std::move(e.shape);
-    t.data.assign(buf + e.begin, buf + e.end);
+    t.data = bytes(e);
     f.tensors.emplace(e.name, std::move(t));
   }
   return f;
@@ -302,7 +304,8 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes) {
   const uint64_t hlen = header_length(bytes.data(), bytes.size());
   Header h = parse_header(std::string_view(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<size_t>(hlen)));
   check_layout(h, bytes.size() - 8 - hlen);
-  return assemble(std::move(h), bytes.data() + 8 + hlen);
+  const uint8_t* buf = bytes.data() + 8 + hlen;
+  return assemble(std::move(h), [buf](const Entry& e) { return std::vector<uint8_t>(buf + e.begin, buf + e.end); });
 }
 
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
@@ -321,16 +324,11 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     // check_layout proved the tensors tile the payload in offset order, so each is read straight
     // into its own buffer: one pass over a multi-GB file instead of a read and a copy.
     std::sort(h.entries.begin(), h.entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
-    SafetensorsFile f;
-    f.metadata = std::move(h.metadata);
-    for (Entry& e : h.entries) {
-      StTensor t;
-      t.dtype = e.info->d;
-      t.shape = std::move(e.shape);
-      t.data = allocate(e.end - e.begin, file.name);
-      file.read_exact(t.data.data(), t.data.size());
-      f.tensors.emplace(e.name, std::move(t));
-    }
+    SafetensorsFile f = assemble(std::move(h), [&](const Entry& e) {
+      std::vector<uint8_t> d = allocate(e.end - e.begin, file.name);
+      file.read_exact(d.data(), d.size());
+      return d;
+    });
     file.expect_end();
     return f;
   } catch (const SafetensorsError& e) {
