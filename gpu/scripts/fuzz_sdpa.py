@@ -50,7 +50,7 @@ class Sdpa:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         from torch.nn.attention.bias import causal_lower_right
 
-        self.torch, self.F, self.mask = torch, F, mask
+        self.torch, self.F, self.mask, self.name = torch, F, mask, backend
         self.sdpa_kernel, self.causal_lower_right = sdpa_kernel, causal_lower_right
         self.backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                         "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
@@ -77,9 +77,24 @@ class Sdpa:
             except RuntimeError as e:
                 if "No available kernel" not in str(e):
                     raise
-                # torch warns, per backend, why it was not used: that is the reason to keep.
-                why = [str(w.message) for w in seen if "not used because" not in str(w.message)]
-                raise flashcheck.Unsupported(normalise("; ".join(why) or str(e))) from e
+                raise flashcheck.Unsupported(normalise(self.reason([str(w.message) for w in seen]) or str(e))) from e
+
+    # The words torch's "<backend> ... not used because:" headers start with.
+    HEADER = {"flash": "flash", "cudnn": "cudnn", "efficient": "memory efficient"}
+
+    def reason(self, messages):
+        """torch warns per backend: a header "<backend> ... not used because:" and then the
+        reasons. Keep the reasons under this backend's header (device call B showed the flash
+        cells citing the memory-efficient backend's reason when every non-header line was kept);
+        without such a header, every non-header line."""
+        own, other, current = [], [], None
+        for m in messages:
+            if "not used because" in m:
+                current = m.strip().lower()
+                continue
+            mine = current is not None and current.startswith(self.HEADER[self.name])
+            (own if mine else other).append(m)
+        return "; ".join(own or other)
 
 
 def run_cell(torch, F, backend, dtype, mask, args, deadline):
