@@ -179,6 +179,10 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     CosineAccumulator cos;
     double diff2 = 0, ref2 = 0, ulp_sum = 0, max_abs = 0, baseline_max_abs = 0, worst_err = -1;
     double bias_sum = 0, bias_mag_sum = 0;  // Σ err/ulp, and Σ sign(r)·err/ulp, over significant elements
+    // The baselines' own ‖b − r‖² and cosine terms over the same elements (eager; fp32 flash for f32).
+    double eager_diff2 = 0, flash_diff2 = 0;
+    CosineAccumulator eager_cos, flash_cos;
+    bool baseline_finite = true;
     uint64_t ulp_max = 0;
     int64_t ulp_count = 0, significant = 0, ulp_over_n = 0, compared = 0, unwritten = 0, nan_mismatches = 0,
             empty_row_violations = 0;
@@ -212,7 +216,15 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
         // An eager baseline that overflows (f16 scores past 65504) has no error to scale by: the
         // rule then does not apply, and the remaining criteria judge alone.
         double berr = std::fabs(static_cast<double>(baseline[e]) - o);
-        if (!ref.flash_baseline.empty()) berr = std::max(berr, std::fabs(static_cast<double>(ref.flash_baseline[e]) - o));
+        a.eager_diff2 += berr * berr;
+        a.eager_cos.add(baseline[e], o);
+        if (!ref.flash_baseline.empty()) {
+          const double ferr = std::fabs(static_cast<double>(ref.flash_baseline[e]) - o);
+          a.flash_diff2 += ferr * ferr;
+          a.flash_cos.add(ref.flash_baseline[e], o);
+          berr = std::max(berr, ferr);
+        }
+        a.baseline_finite &= std::isfinite(berr);
         a.baseline_max_abs = std::isfinite(berr) ? std::max(a.baseline_max_abs, berr) : INFINITY;
         if (err > a.worst_err) {
           a.worst_err = err;
@@ -236,14 +248,21 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
       }
     }
   }
-  CosineAccumulator cos;
+  CosineAccumulator cos, eager_cos, flash_cos;
+  double eager_diff2 = 0, flash_diff2 = 0;
+  bool baseline_finite = true;
   double diff2 = 0, ref2 = 0, ulp_sum = 0, bias_sum = 0, bias_mag_sum = 0, worst_err = -1;
   int64_t ulp_count = 0, significant = 0;
   size_t worst_e = 0, first_nan_e = SIZE_MAX;
   for (const Partial& a : parts) {
-    cos.xy += a.cos.xy;
-    cos.xx += a.cos.xx;
-    cos.yy += a.cos.yy;
+    for (auto [to, from] : {std::pair{&cos, &a.cos}, {&eager_cos, &a.eager_cos}, {&flash_cos, &a.flash_cos}}) {
+      to->xy += from->xy;
+      to->xx += from->xx;
+      to->yy += from->yy;
+    }
+    eager_diff2 += a.eager_diff2;
+    flash_diff2 += a.flash_diff2;
+    baseline_finite = baseline_finite && a.baseline_finite;
     diff2 += a.diff2;
     ref2 += a.ref2;
     ulp_sum += a.ulp_sum;
@@ -279,8 +298,26 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
       "elements whose NaN/Inf status differs from the oracle");
   add("empty_rows", r.empty_row_violations == 0, static_cast<double>(r.empty_row_violations), 0,
       "elements of rows with no visible key that are not exactly 0");
-  add("cosine", r.cosine >= tol.min_cosine, r.cosine, tol.min_cosine, "2<o,r>/(|o|^2+|r|^2), at least");
-  add("rel_l2", r.rel_l2 <= tol.max_rel_l2, r.rel_l2, tol.max_rel_l2, "|o-r|/|r|, at most");
+  // No fixed limit may be stricter than what a correct implementation of the same dtype reaches on
+  // this very problem: on ill-conditioned inputs (f32 `large`: scores near 1e7, where one fp32
+  // rounding of a score moves exp by tens of percent) the fp32 FlashAttention replica itself has
+  // rel_l2 2e-3 against a limit of 1e-3 (run --big, PERF.md session 4). So cosine and rel_l2 take
+  // kBaselineSpread times the worse baseline's own figure when that is looser; on well-conditioned
+  // problems the baselines are 10^2..10^4 times inside the fixed limits and nothing changes.
+  constexpr double kBaselineSpread = 2.0;
+  double base_rel_l2 = 0, base_cos = 1;
+  if (baseline_finite && ref2 > 0) {
+    base_rel_l2 = std::sqrt(std::max(eager_diff2, ref.flash_baseline.empty() ? 0.0 : flash_diff2) / ref2);
+    base_cos = std::min(eager_cos.value(), ref.flash_baseline.empty() ? 1.0 : flash_cos.value());
+  }
+  const double cos_limit = std::min(tol.min_cosine, 1.0 - kBaselineSpread * (1.0 - base_cos));
+  const double rel_limit = std::max(tol.max_rel_l2, kBaselineSpread * base_rel_l2);
+  add("cosine", r.cosine >= cos_limit, r.cosine, cos_limit,
+      cos_limit < tol.min_cosine ? "2<o,r>/(|o|^2+|r|^2), at least (loosened to 2x the same-dtype baseline's own, which is worse than the fixed limit here)"
+                                 : "2<o,r>/(|o|^2+|r|^2), at least");
+  add("rel_l2", r.rel_l2 <= rel_limit, r.rel_l2, rel_limit,
+      rel_limit > tol.max_rel_l2 ? "|o-r|/|r|, at most (loosened to 2x the same-dtype baseline's own, which is worse than the fixed limit here)"
+                                 : "|o-r|/|r|, at most");
   const double blimit = tol.baseline_k * r.baseline_max_abs + tol.baseline_atol * max_ref;
   add("baseline_relative", r.max_abs <= blimit, r.max_abs, blimit,
       std::isinf(blimit) ? "not applicable: the same-dtype eager baseline overflowed"
