@@ -167,7 +167,7 @@ namespace {
 std::vector<Problem> smaller(const Problem& p, const Capabilities& caps) {
   std::vector<Problem> out;
   auto push = [&](Problem q) {
-    if (q != p) out.push_back(q);
+    if (q != p && std::find(out.begin(), out.end(), q) == out.end()) out.push_back(q);
   };
   Problem q = p;
   q.batch = 1;
@@ -184,7 +184,9 @@ std::vector<Problem> smaller(const Problem& p, const Capabilities& caps) {
     push(q);
   }
   for (auto m : {&Problem::seq_q, &Problem::seq_kv}) {
-    for (int64_t len : {int64_t{1}, p.*m / 2, p.*m - 1}) {
+    // Halving and stepping by one, plus their even neighbours: a kernel that declines odd lengths
+    // (or other residues) would otherwise strand the shrinker, e.g. at 10 when 5 and 9 are declined.
+    for (int64_t len : {int64_t{1}, p.*m / 2, p.*m - 1, p.*m / 2 - 1, p.*m - 2}) {
       if (len < 1 || len >= p.*m) continue;
       q = p;
       q.*m = len;
