@@ -804,9 +804,10 @@ def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cuda
     return plan
 
 
-def compile_out(t):
-    """t's own compile command with its output redirected to t['output'] (dependency files dropped)."""
-    args, out, skip = t["args"], [], False
+def rewrite_compile(args, output, source=None):
+    """A compile command with dependency-file flags dropped, its output set to `output` and, when
+    `source` is given as (real path of the original source, replacement), that source replaced."""
+    out, skip = [], False
     for a in args:
         if skip:
             skip = False
@@ -817,37 +818,28 @@ def compile_out(t):
         if a in ("-MD", "-MMD"):
             continue
         if a == "-o":
-            out += ["-o", t["output"]]
+            out += ["-o", output]
             skip = True
+            continue
+        if source and not a.startswith("-") and os.path.realpath(a) == source[0]:
+            out.append(source[1])
             continue
         out.append(a)
     return out
+
+
+def compile_out(t):
+    """t's own compile command with its output redirected to t['output'] (dependency files dropped)."""
+    return rewrite_compile(t["args"], t["output"])
 
 
 def compile_args_for(tu, mutant_src, obj):
     args = tu["args"]
-    out = [args[0], "-I" + mutant_src]
-    skip = False
-    src_real = tu["file"]
-    for i, a in enumerate(args[1:], 1):
-        if skip:
-            skip = False
-            continue
-        if a in DEP_FLAGS_WITH_ARG:
-            skip = True
-            continue
-        if a in ("-MD", "-MMD"):
-            continue
-        if a == "-o":
-            out += ["-o", obj]
-            skip = True
-            continue
-        if not a.startswith("-") and os.path.realpath(os.path.join(tu["directory"], a)) == src_real:
-            out.append(os.path.join(mutant_src, tu["rel"]))
-            continue
-        out.append(a)
-    return out
-
+    # Source paths in the command are relative to the TU's directory: compare them resolved there.
+    resolved = [a if a.startswith("-") else os.path.join(tu["directory"], a) for a in args[1:]]
+    original = dict(zip(resolved, args[1:]))
+    rewritten = rewrite_compile(resolved, obj, (os.path.realpath(tu["file"]), os.path.join(mutant_src, tu["rel"])))
+    return [args[0], "-I" + mutant_src] + [original.get(a, a) for a in rewritten]
 
 
 def link_args_for(plan, objs, exe):
