@@ -1,5 +1,6 @@
 #include "gpu/kernel.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace flashcheck {
@@ -20,6 +21,27 @@ KernelRegistrar::KernelRegistrar(KernelDef def) {
   for (const auto& k : list())
     if (k.name == def.name) throw std::logic_error("kernel '" + def.name + "' registered twice");
   list().push_back(std::move(def));
+}
+
+std::optional<std::string> Capabilities::refusal(const Problem& p) const {
+  auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  if (!has(dtypes, p.dtype)) return "dtype " + std::string(to_string(p.dtype));
+  if (!has(head_dims, p.head_dim_qk)) return "head_dim_qk " + std::to_string(p.head_dim_qk);
+  if (!has(head_dims, p.head_dim_v)) return "head_dim_v " + std::to_string(p.head_dim_v);
+  if (p.head_dim_v != p.head_dim_qk && !dv_ne_dqk) return "head_dim_v != head_dim_qk";
+  if (p.head_dim_v > p.head_dim_qk) return "head_dim_v > head_dim_qk";
+  if (!head_dim_pairs.empty() && !has(head_dim_pairs, std::pair{p.head_dim_qk, p.head_dim_v}))
+    return "head dims (" + std::to_string(p.head_dim_qk) + ", " + std::to_string(p.head_dim_v) + ") not compiled";
+  if (!has(causals, p.causal)) return "causal " + std::string(to_string(p.causal));
+  if (p.heads_q != p.heads_kv && !gqa) return "GQA";
+  if (p.seq_q > max_seq || p.seq_kv > max_seq) return "sequence longer than " + std::to_string(max_seq);
+  // Device kernels launch (q-tiles, heads, batch) grids, and declare how far their indexing goes.
+  if (memory == Memory::device && (p.heads_q > 65535 || p.batch > 65535)) return "heads or batch beyond the grid's 65535";
+  const int64_t largest = std::max({p.q_elems(), p.k_elems(), p.v_elems(), p.o_elems()});
+  if (memory == Memory::device && largest > max_tensor_elements)
+    return "a tensor of " + std::to_string(largest) + " elements, past the kernel's declared " +
+           std::to_string(max_tensor_elements);
+  return std::nullopt;
 }
 
 TileShape Capabilities::tile_for(int64_t head_dim, bool causal) const {

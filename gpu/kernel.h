@@ -3,6 +3,7 @@
 // reference/problem.h alone; the runner wraps every registered kernel as a Variant.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,9 @@ struct Capabilities {
   KernelNumerics numerics;
 
   TileShape tile_for(int64_t head_dim, bool causal = false) const;
+  // Why a problem lies outside this declared space (nullopt: inside). The one rule behind the
+  // runner's Variant::unsupported and a kernel module's supports(), so both refuse the same problems.
+  std::optional<std::string> refusal(const Problem& p) const;
 };
 
 // A kernel launch: buffers in the declared memory and the problem's dtype (lse f32, or null when

@@ -8,27 +8,7 @@
 
 namespace flashcheck {
 
-std::optional<std::string> Variant::unsupported(const Problem& p) const {
-  const Capabilities& c = caps();
-  auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
-  if (!has(c.dtypes, p.dtype)) return "dtype " + std::string(to_string(p.dtype));
-  if (!has(c.head_dims, p.head_dim_qk)) return "head_dim_qk " + std::to_string(p.head_dim_qk);
-  if (!has(c.head_dims, p.head_dim_v)) return "head_dim_v " + std::to_string(p.head_dim_v);
-  if (p.head_dim_v != p.head_dim_qk && !c.dv_ne_dqk) return "head_dim_v != head_dim_qk";
-  if (p.head_dim_v > p.head_dim_qk) return "head_dim_v > head_dim_qk";
-  if (!c.head_dim_pairs.empty() && !has(c.head_dim_pairs, std::pair{p.head_dim_qk, p.head_dim_v}))
-    return "head dims (" + std::to_string(p.head_dim_qk) + ", " + std::to_string(p.head_dim_v) + ") not compiled";
-  if (!has(c.causals, p.causal)) return "causal " + std::string(to_string(p.causal));
-  if (p.heads_q != p.heads_kv && !c.gqa) return "GQA";
-  if (p.seq_q > c.max_seq || p.seq_kv > c.max_seq) return "sequence longer than " + std::to_string(c.max_seq);
-  // Device kernels launch (q-tiles, heads, batch) grids, and declare how far their indexing goes.
-  if (c.memory == Memory::device && (p.heads_q > 65535 || p.batch > 65535)) return "heads or batch beyond the grid's 65535";
-  const int64_t largest = std::max({p.q_elems(), p.k_elems(), p.v_elems(), p.o_elems()});
-  if (c.memory == Memory::device && largest > c.max_tensor_elements)
-    return "a tensor of " + std::to_string(largest) + " elements, past the kernel's declared " +
-           std::to_string(c.max_tensor_elements);
-  return std::nullopt;
-}
+std::optional<std::string> Variant::unsupported(const Problem& p) const { return caps().refusal(p); }
 
 std::optional<std::string> Variant::unavailable() const {
   if (caps().memory != Memory::device) return std::nullopt;

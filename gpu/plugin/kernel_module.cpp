@@ -7,7 +7,7 @@
 // this way, a few hundred kB instead of a whole flashcheck), and checking a kernel folder against a
 // flashcheck built without it. The kernel's Capabilities travel as the ABI 1.1 declared space, so a
 // campaign on the module draws the same problems and aims at the same tiles as one on the built-in
-// kernel; supports() applies the same rules as the runner's Variant::unsupported.
+// kernel; supports() applies Capabilities::refusal, the rule behind the runner's Variant::unsupported.
 //
 // Link with a version script exporting flashcheck_get_kernel alone: the module's copy of
 // registered_kernels() must bind inside the module, never to a flashcheck symbol of the same name.
@@ -60,30 +60,12 @@ Problem from_fc(const fc_problem& f) {
   return p;
 }
 
-// The same rules as runner/registry.cpp's Variant::unsupported (this layer may not include the
-// runner): a module must decline exactly the problems the built-in kernel declines, or the two
-// campaigns would test different problems.
-bool supported(const Capabilities& c, const Problem& p) {
-  auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
-  if (!has(c.dtypes, p.dtype) || !has(c.head_dims, p.head_dim_qk) || !has(c.head_dims, p.head_dim_v)) return false;
-  if (p.head_dim_v != p.head_dim_qk && !c.dv_ne_dqk) return false;
-  if (p.head_dim_v > p.head_dim_qk) return false;
-  if (!c.head_dim_pairs.empty() && !has(c.head_dim_pairs, std::pair{p.head_dim_qk, p.head_dim_v})) return false;
-  if (!has(c.causals, p.causal)) return false;
-  if (p.heads_q != p.heads_kv && !c.gqa) return false;
-  if (p.seq_q > c.max_seq || p.seq_kv > c.max_seq) return false;
-  if (c.memory == Memory::device && (p.heads_q > 65535 || p.batch > 65535 || p.q_elems() >= (int64_t{1} << 31) ||
-                                     p.k_elems() >= (int64_t{1} << 31) || p.o_elems() >= (int64_t{1} << 31)))
-    return false;
-  return true;
-}
-
 std::vector<Exported>& exported();
 
 template <size_t I>
 int supports_at(const fc_problem* f) {
   const auto& e = exported();
-  return I < e.size() && supported(e[I].def->caps, from_fc(*f)) ? 1 : 0;
+  return I < e.size() && !e[I].def->caps.refusal(from_fc(*f)) ? 1 : 0;
 }
 
 template <size_t I>
