@@ -1,6 +1,5 @@
 #include "verify/check_file.h"
 
-#include <chrono>
 #include <cmath>
 
 #include "verify/judge.h"
@@ -50,12 +49,8 @@ void refuse_nonfinite(const std::string& name, const std::vector<float>& x, cons
 
 Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
   std::vector<std::pair<std::string, double>> timings;
-  auto t = std::chrono::steady_clock::now();
-  auto lap = [&](const char* phase) {
-    const auto now = std::chrono::steady_clock::now();
-    timings.emplace_back(phase, std::chrono::duration<double>(now - t).count());
-    t = now;
-  };
+  PhaseTimer clock(timings);
+  auto lap = [&](const char* phase) { clock.lap(phase); };
   SafetensorsFile f;
   try {
     f = read_safetensors(path);

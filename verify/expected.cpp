@@ -1,16 +1,17 @@
 #include "verify/expected.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <set>
 
+#include "reference/big_vector.h"
 #include "reference/gpu_oracle.h"
 #include "reference/gpu_oracle/detail.h"
 #include "reference/mask.h"
 #include "reference/replica.h"
 #include "verify/baseline.h"
 #include "verify/metrics.h"
+#include "verify/report.h"
 
 namespace flashcheck {
 
@@ -19,9 +20,13 @@ void lse_base2_to_natural(std::vector<float>& lse) {
     if (!is_poison(DType::f32, x)) x = static_cast<float>(static_cast<double>(x) * kLn2);
 }
 
-std::vector<float> select_rows(const Problem& p, const std::vector<float>& full, int64_t width,
+std::vector<float> select_rows(const Problem& p, std::span<const float> full, int64_t width,
                                const OracleResult& oracle) {
-  if (oracle.rows.empty()) return full;
+  if (oracle.rows.empty()) {  // every row: one copy (of up to 10^9 elements)
+    std::vector<float> out = big_vector<float>(full.size());
+    std::copy(full.begin(), full.end(), out.begin());
+    return out;
+  }
   std::vector<float> out;
   out.reserve(static_cast<size_t>(p.batch * p.heads_q * oracle.num_rows * width));
   for (int64_t bh = 0; bh < p.batch * p.heads_q; ++bh)
@@ -67,12 +72,8 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
   } else if (oracle == OracleChoice::automatic) {
     gpu = work >= kGpuOracleWork && !gpu_oracle_unavailable();
   }
-  auto t = std::chrono::steady_clock::now();
-  auto lap = [&](const char* phase) {
-    const auto now = std::chrono::steady_clock::now();
-    r.timings.emplace_back(phase, std::chrono::duration<double>(now - t).count());
-    t = now;
-  };
+  PhaseTimer clock(r.timings);
+  auto lap = [&](const char* phase) { clock.lap(phase); };
   // Where a GPU call's wall time went (host allocation, packing, copies, kernels): sub-phases,
   // indented, that the callers' totals skip.
   auto gpu_parts = [&](const char* what) {

@@ -38,7 +38,7 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
 void lse_base2_to_natural(std::vector<float>& lse);
 
 // Rows of a full [B, Hq, Sq, X] tensor restricted to the oracle's rows (identity if all rows).
-std::vector<float> select_rows(const Problem& p, const std::vector<float>& full, int64_t width,
+std::vector<float> select_rows(const Problem& p, std::span<const float> full, int64_t width,
                                const OracleResult& oracle);
 // Rows to check when the whole problem is too large for the oracle: the first and last `edge` rows
 // and evenly spaced ones between, about `count` in all (ascending, unique). All rows when Sq ≤ count.

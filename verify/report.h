@@ -1,6 +1,7 @@
 // The report of one judged output: every criterion named with its value and limit, the metrics,
 // the worst element and one reproducing command; as text for people and JSON for scripts.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -92,6 +93,22 @@ struct Report {
 
   bool pass() const;
   std::vector<std::string> failed() const;
+};
+
+// Fills a timings list (Report::timings) phase by phase: lap(name) records the seconds since the
+// previous lap (or since construction).
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(std::vector<std::pair<std::string, double>>& out) : out_(out), t_(std::chrono::steady_clock::now()) {}
+  void lap(std::string phase) {
+    const auto now = std::chrono::steady_clock::now();
+    out_.emplace_back(std::move(phase), std::chrono::duration<double>(now - t_).count());
+    t_ = now;
+  }
+
+ private:
+  std::vector<std::pair<std::string, double>>& out_;
+  std::chrono::steady_clock::time_point t_;
 };
 
 std::string to_text(const Report& r);
