@@ -3,7 +3,6 @@
 #include <cblas.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,13 +38,11 @@ const char* better_blas_core() {
   if (knob && std::strcmp(knob, "keep") == 0) return nullptr;
   __builtin_cpu_init();  // __builtin_cpu_supports also checks that the OS saves the vector state
   const std::string core = blas_core();
-  // OpenBLAS's x86-64 cores with AVX2+FMA kernels (or better). Any other x86 core is a fallback.
-  const bool vector_core = is_one_of(core, {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", "Excavator",
-                                            "Steamroller", "Piledriver", "Bulldozer", "Sandybridge"});
-  if (vector_core) {
-    // Sandybridge has AVX but no FMA kernels: a CPU with AVX2+FMA labelled Sandybridge is a guess too.
-    if (strcasecmp(core.c_str(), "Sandybridge") != 0) return nullptr;
-  }
+  // OpenBLAS's x86-64 cores with FMA kernels (AVX2 or better): a choice OpenBLAS made on purpose.
+  // Any other core on a CPU with AVX2+FMA is a fallback (Prescott, or Sandybridge's AVX-only kernels).
+  if (is_one_of(core, {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", "Excavator", "Steamroller",
+                       "Piledriver", "Bulldozer"}))
+    return nullptr;
   if (has_avx512_skx()) return "SkylakeX";
   if (has_avx2_fma()) return __builtin_cpu_is("amd") ? "Zen" : "Haswell";
   return nullptr;
