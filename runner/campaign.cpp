@@ -176,6 +176,13 @@ std::vector<Problem> smaller(const Problem& p, const Capabilities& caps) {
     q = p;
     q.heads_q = p.heads_kv;  // plain MHA
     push(q);
+    // Smaller groups too: a fault that shows in one query head of a group may not show in the
+    // group's first head alone, and a group of 2 is still smaller than one of 4.
+    for (int64_t g = p.group() / 2; g > 1; g /= 2) {
+      q = p;
+      q.heads_q = p.heads_kv * g;
+      push(q);
+    }
   }
   if (p.heads_kv > 1) {
     q = p;
