@@ -13,6 +13,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <vector>
 
 namespace flashcheck {
@@ -36,5 +39,31 @@ std::vector<T> big_vector(size_t n) {
   v.resize(n);
   return v;
 }
+
+// Scratch that is written before it is read: `fit(n)` returns room for n elements, uninitialised
+// (no zero pass), 2 MiB aligned and advised huge pages, so the first touch, by whichever thread
+// writes it first, costs one fault per 2 MiB. It grows only, and is kept until destroyed.
+template <typename T>
+class HugeBuffer {
+ public:
+  T* fit(size_t n) {
+    if (n > n_) {
+      constexpr size_t kHuge = size_t{2} << 20;
+      const size_t bytes = (n * sizeof(T) + kHuge - 1) / kHuge * kHuge;
+      p_.reset(static_cast<T*>(std::aligned_alloc(kHuge, bytes)));
+      if (!p_) throw std::bad_alloc();
+      advise_huge_pages(p_.get(), bytes);
+      n_ = bytes / sizeof(T);
+    }
+    return p_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> p_;
+  size_t n_ = 0;
+};
 
 }  // namespace flashcheck

@@ -8,6 +8,8 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -31,6 +33,9 @@ constexpr int64_t kScoreBudget = int64_t{2} << 20;
 // fall out of the caches. On the H100 machine's 16-core Xeon (AVX-512, warm, 1×4×4096×128):
 // 128 rows 288 GFLOPS, 256 rows 352, 512 rows 277 (PERF.md, session 4).
 constexpr int64_t kMaxRowBlock = 256;
+// Tasks of the schedule's last round are halved, but not below this many rows (BLAS packs K and V
+// afresh for every block, so short blocks cost more per row).
+constexpr int64_t kMinSplitRows = 32;
 
 // glibc's vector exp (libmvec, x86-64 vector function ABI; glibc documents 1 ulp for these): the
 // softmax's exp over Sq·Skv scores would otherwise cost as much as both GEMMs. The variant is picked
@@ -83,10 +88,6 @@ double exp_sum_sse2(double* s, int64_t n, double m) {
   return l;
 }
 
-void divide_sse2(double* s, int64_t n, double l) {
-  for (int64_t j = 0; j < n; ++j) s[j] /= l;
-}
-
 __attribute__((target("avx2"))) RowMax row_max_avx2(const double* s, int64_t n) {
   __m256d vm = _mm256_set1_pd(kNegInf), bad = _mm256_setzero_pd();
   int64_t j = 0;
@@ -119,10 +120,6 @@ __attribute__((target("avx2"))) double exp_sum_avx2(double* s, int64_t n, double
   double l = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
   return l;
-}
-
-__attribute__((target("avx2"))) void divide_avx2(double* s, int64_t n, double l) {
-  for (int64_t j = 0; j < n; ++j) s[j] /= l;
 }
 
 __attribute__((target("avx512f"))) RowMax row_max_avx512(const double* s, int64_t n) {
@@ -161,24 +158,19 @@ __attribute__((target("avx512f"))) double exp_sum_avx512(double* s, int64_t n, d
   return l;
 }
 
-__attribute__((target("avx512f"))) void divide_avx512(double* s, int64_t n, double l) {
-  for (int64_t j = 0; j < n; ++j) s[j] /= l;
-}
-
 struct RowKernels {
   const char* name;
   RowMax (*row_max)(const double*, int64_t);
   double (*exp_sum)(double*, int64_t, double);
-  void (*divide)(double*, int64_t, double);
 };
 
 // The widest the CPU runs; FLASHCHECK_ORACLE_ISA=sse2|avx2 caps it, so every variant can be tested
 // on one machine.
 const RowKernels& row_kernels() {
   static const RowKernels k = [] {
-    const RowKernels sse2{"sse2", row_max_sse2, exp_sum_sse2, divide_sse2};
-    const RowKernels avx2{"avx2", row_max_avx2, exp_sum_avx2, divide_avx2};
-    const RowKernels avx512{"avx512", row_max_avx512, exp_sum_avx512, divide_avx512};
+    const RowKernels sse2{"sse2", row_max_sse2, exp_sum_sse2};
+    const RowKernels avx2{"avx2", row_max_avx2, exp_sum_avx2};
+    const RowKernels avx512{"avx512", row_max_avx512, exp_sum_avx512};
     const char* cap = std::getenv("FLASHCHECK_ORACLE_ISA");
     const bool allow_avx2 = !cap || std::strcmp(cap, "sse2") != 0;
     const bool allow_avx512 = allow_avx2 && (!cap || std::strcmp(cap, "avx2") != 0);
@@ -190,16 +182,44 @@ const RowKernels& row_kernels() {
   return k;
 }
 
-// kMaxRowBlock, or FLASHCHECK_ORACLE_ROW_BLOCK (1..4096) to tune it on another machine; the score
-// budget still caps it.
+// An integer environment setting in [lo, hi], else `fallback`: tuning knobs for another machine.
+int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+  const char* e = std::getenv(name);
+  const long long x = e ? std::atoll(e) : 0;
+  return x >= lo && x <= hi ? static_cast<int64_t>(x) : fallback;
+}
+
+// kMaxRowBlock, or FLASHCHECK_ORACLE_ROW_BLOCK (1..4096); the score budget still caps it.
 int64_t max_row_block() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("FLASHCHECK_ORACLE_ROW_BLOCK");
-    const long long x = e ? std::atoll(e) : 0;
-    return x >= 1 && x <= 4096 ? static_cast<int64_t>(x) : kMaxRowBlock;
-  }();
+  static const int64_t v = env_int("FLASHCHECK_ORACLE_ROW_BLOCK", 1, 4096, kMaxRowBlock);
   return v;
 }
+
+// FLASHCHECK_ORACLE_PROFILE=1: where a call's time went, on stderr: each step's thread-seconds
+// averaged over the threads, and the wall time of the whole call. What the steps do not explain is
+// the threads' waiting (uneven ends) and what lies outside them (allocation, fork/join).
+struct Profile {
+  double setup = 0, widen = 0, scores = 0, softmax = 0, pv = 0, store = 0, idle = 0;
+  Profile& operator+=(const Profile& o) {
+    setup += o.setup, widen += o.widen, scores += o.scores, softmax += o.softmax, pv += o.pv, store += o.store, idle += o.idle;
+    return *this;
+  }
+};
+bool profiling() {
+  static const bool on = env_int("FLASHCHECK_ORACLE_PROFILE", 1, 1, 0) == 1;
+  return on;
+}
+// Adds the seconds since the previous lap to `slot` (no clock reads unless profiling).
+struct Lap {
+  bool on = profiling();
+  std::chrono::steady_clock::time_point t = on ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  void operator()(double& slot) {
+    if (!on) return;
+    const auto now = std::chrono::steady_clock::now();
+    slot += std::chrono::duration<double>(now - t).count();
+    t = now;
+  }
+};
 
 // One unit of work: a block of query rows of one (batch, query head).
 struct Task {
@@ -209,9 +229,64 @@ struct Task {
   int64_t nb;    // rows in the block
   int64_t ncols; // keys any row of the block sees: later keys are never touched
 };
+
+// Step 1: scores S = (Q Kᵀ) · scale, one fp64 GEMM (nb × ncols, row-major). BLAS applies alpha to
+// each finished dot product (C = alpha·(A·B)), so every score is the rounded dot product times
+// scale, rounded, however the call is split over threads.
+void scores(int64_t nb, int64_t ncols, int64_t dqk, double scale, const double* q, const double* k, double* s) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), static_cast<int>(ncols), static_cast<int>(dqk),
+              scale, q, static_cast<int>(dqk), k, static_cast<int>(dqk), 0.0, s, static_cast<int>(ncols));
+}
+
+// Step 2, one row of S with n of its ncols keys visible: row max, exp, sum. Leaves E = exp(s - max)
+// in s (masked keys exactly 0), writes the row's LSE and returns the sum ℓ. The division by ℓ is
+// left to the Dv outputs (step 4) instead of the Skv exponentials: the same quotient up to one
+// rounding, and Skv/Dv times fewer divides.
+double softmax_row(const RowKernels& rk, double* s, int64_t n, int64_t ncols, double* lse) {
+  if (n == 0) {  // sees no key: O = 0, LSE = -inf (set by the caller)
+    std::fill_n(s, ncols, 0.0);
+    return 0.0;
+  }
+  const RowMax mx = rk.row_max(s, n);
+  const double m = mx.m;
+  if (mx.nan || m == kNegInf || m == std::numeric_limits<double>::infinity()) {
+    // NaN scores, all scores -inf (0/0) or a +inf score (inf - inf): the softmax itself is
+    // undefined, so the row is NaN rather than anything a kernel could match by accident.
+    std::fill_n(s, ncols, std::numeric_limits<double>::quiet_NaN());
+    *lse = std::numeric_limits<double>::quiet_NaN();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  const double l = rk.exp_sum(s, n, m);
+  std::fill(s + n, s + ncols, 0.0);
+  *lse = m + std::log(l);
+  return l;
+}
+
+// Step 3: U = E V, the second fp64 GEMM (unnormalised outputs, nb × dv).
+void weighted_sum(int64_t nb, int64_t ncols, int64_t dv, const double* e, const double* v, double* u) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), static_cast<int>(dv), static_cast<int>(ncols),
+              1.0, e, static_cast<int>(ncols), v, static_cast<int>(dv), 0.0, u, static_cast<int>(dv));
+}
+
+// Step 4, one row: O = U / ℓ. With non-finite values in V (v_finite false) U is not taken from the
+// block GEMM: 0 · Inf and 0 · NaN are NaN, so a masked key (E = 0) must not reach the row, and the
+// row is recomputed over its n visible keys only.
+void store_row(double* dst, const double* u, const double* e, const double* v, int64_t n, int64_t dv, double l,
+               bool v_finite) {
+  if (n == 0) return;  // O stays 0
+  if (v_finite) {
+    for (int64_t c = 0; c < dv; ++c) dst[c] = u[c] / l;
+  } else {
+    Eigen::Map<Eigen::RowVectorXd> o(dst, dv);
+    o = Eigen::Map<const Eigen::RowVectorXd>(e, n) * Eigen::Map<const MatD>(v, n, dv);
+    o /= l;
+  }
+}
+
 }  // namespace
 
 OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+  const auto call_start = std::chrono::steady_clock::now();
   validate(p);
   if (static_cast<int64_t>(in.q.size()) != p.q_elems() || static_cast<int64_t>(in.k.size()) != p.k_elems() ||
       static_cast<int64_t>(in.v.size()) != p.v_elems())
@@ -232,13 +307,13 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   if (nr == 0) return r;
   const double scale = p.softmax_scale();
   const int64_t threads = omp_get_max_threads();
+  const RowKernels& rk = row_kernels();
   // Tall blocks, but at least two per thread over the whole problem so no thread idles.
   const int64_t all_rows = p.batch * p.heads_q * nr;
   const int64_t row_block = std::min({nr, std::clamp<int64_t>(kScoreBudget / skv, 1, max_row_block()),
                                       std::max<int64_t>(1, (all_rows + 2 * threads - 1) / (2 * threads))});
   const int64_t nblocks = (nr + row_block - 1) / row_block;
   const int64_t group = p.group();
-  const RowKernels& rk = row_kernels();
 
   // KV heads are processed in chunks: a chunk's K and V are widened to fp64 once (every query head
   // of a group reads them) and all its row blocks form one pool of tasks. Pooling several heads
@@ -250,22 +325,27 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   const int64_t tasks_per_kv = group * nblocks;
   const int64_t chunk = std::clamp<int64_t>((4 * threads + tasks_per_kv - 1) / tasks_per_kv, 1,
                                             std::max<int64_t>(1, threads * kScoreBudget / kv_doubles));
-  std::vector<double> kvbuf;
+  // Widened K/V (tens of MiB at long sequences), first touched by the threads that widen into it:
+  // zero-filling it first would be a serial pass and, on a VM, a hypervisor trap per 4 KiB page.
+  HugeBuffer<double> kvbuf;
   std::vector<char> v_finite;
   std::vector<Task> tasks;
-  // Per-thread scratch, kept across chunks (reallocating 16 MiB per thread per chunk costs page
-  // faults): O(row_block × seq_kv) each.
+  // Per-thread scratch, kept across chunks: O(row_block × seq_kv) each.
   struct Scratch {
-    std::vector<double> q, s, o;
+    std::vector<double> q, u, l;
+    HugeBuffer<double> s;  // scores, up to 16 MiB: huge pages, no zero pass (big_vector.h)
   };
   std::vector<Scratch> scratch(static_cast<size_t>(threads));
+  std::vector<Profile> spent(static_cast<size_t>(threads));
+  Profile serial;
 
   for (int64_t kv0 = 0; kv0 < kv_heads; kv0 += chunk) {
     const int64_t nkv = std::min(chunk, kv_heads - kv0);
-    kvbuf.resize(static_cast<size_t>(nkv * kv_doubles));
+    Lap widen_lap;
+    double* const kvw = kvbuf.fit(static_cast<size_t>(nkv * kv_doubles));
     v_finite.assign(static_cast<size_t>(nkv), 1);
-    auto Kw = [&](int64_t c) { return kvbuf.data() + c * kv_doubles; };
-    auto Vw = [&](int64_t c) { return kvbuf.data() + c * kv_doubles + skv * dqk; };
+    auto Kw = [&](int64_t c) { return kvw + c * kv_doubles; };
+    auto Vw = [&](int64_t c) { return kvw + c * kv_doubles + skv * dqk; };
 
     tasks.clear();
     for (int64_t c = 0; c < nkv; ++c) {
@@ -279,7 +359,28 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
         }
     }
     // Largest first (causal blocks differ up to seq_kv-fold), so the dynamic schedule ends evenly.
-    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.nb * a.ncols > b.nb * b.ncols; });
+    auto largest_first = [&] {
+      std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.nb * a.ncols > b.nb * b.ncols; });
+    };
+    largest_first();
+    // Even so, the chunk ends when its last task does: the threads that draw the last round of
+    // tasks leave the others idle for up to a task's length (~9 ms of 83 at 1×4×4096×128, PERF.md).
+    // Halving the tasks of that last round (those larger than the remaining work per thread) halves
+    // the wait; the results do not depend on how rows are grouped into tasks.
+    int64_t remaining = 0;
+    for (const Task& t : tasks) remaining += t.nb * t.ncols;
+    for (size_t i = 0, n = tasks.size(); i < n; ++i) {
+      Task& t = tasks[i];
+      remaining -= t.nb * t.ncols;
+      if (t.nb < 2 * kMinSplitRows || (remaining + t.nb * t.ncols) >= threads * t.nb * t.ncols) continue;
+      Task tail = t;
+      t.nb /= 2;
+      t.ncols = visible_keys(p, r.row_at(t.r0 + t.nb - 1));
+      tail.r0 += t.nb;
+      tail.nb -= t.nb;
+      tasks.push_back(tail);
+    }
+    largest_first();
 
 #pragma omp parallel num_threads(static_cast<int>(threads))
     {
@@ -293,77 +394,61 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
         MapD(Kw(c) + j0 * dqk, nj, dqk) = Eigen::Map<const MatF>(in.k.data() + off * dqk, nj, dqk).cast<double>();
         MapD(Vw(c) + j0 * dv, nj, dv) = Eigen::Map<const MatF>(in.v.data() + off * dv, nj, dv).cast<double>();
         // 0 · Inf and 0 · NaN are NaN: with non-finite values, a masked key must not reach a row
-        // through the block GEMM, so such heads take the row-by-row path below.
+        // through the block GEMM, so such heads take the row-by-row path of store_row.
         if (!MapD(Vw(c) + j0 * dv, nj, dv).allFinite()) {
 #pragma omp atomic write
           v_finite[static_cast<size_t>(c)] = 0;
         }
       }  // implicit barrier: K/V complete before any task reads them
+#pragma omp master
+      widen_lap(serial.widen);
 
-      Scratch& mine = scratch[static_cast<size_t>(omp_get_thread_num())];
-      mine.q.resize(static_cast<size_t>(row_block * dqk));
-      mine.s.resize(static_cast<size_t>(row_block * skv));
-      mine.o.resize(static_cast<size_t>(row_block * dv));
-      std::vector<double>&qbuf = mine.q, &sbuf = mine.s, &obuf = mine.o;
-
-#pragma omp for schedule(dynamic, 1)
+      const size_t me = static_cast<size_t>(omp_get_thread_num());
+      Scratch& sc = scratch[me];
+      Profile& mine = spent[me];
+      Lap lap;
+      sc.q.resize(static_cast<size_t>(row_block * dqk));
+      sc.u.resize(static_cast<size_t>(row_block * dv));
+      sc.l.resize(static_cast<size_t>(row_block));
+      double* const s = sc.s.fit(static_cast<size_t>(row_block * skv));
+      lap(mine.setup);
+#pragma omp for schedule(dynamic, 1) nowait
       for (size_t ti = 0; ti < tasks.size(); ++ti) {
         const Task& t = tasks[ti];
-        const int64_t nb = t.nb, ncols = t.ncols;
-        const float* qh = in.q.data() + static_cast<size_t>(t.bh) * static_cast<size_t>(p.seq_q * dqk);
-        for (int64_t i = 0; i < nb; ++i)
-          MapD(qbuf.data() + i * dqk, 1, dqk) =
-              Eigen::Map<const MatF>(qh + r.row_at(t.r0 + i) * dqk, 1, dqk).cast<double>();
-
-        // Step 1: scores S = (Q Kᵀ) · scale, one fp64 GEMM. BLAS applies alpha to each finished dot
-        // product (C = alpha·(A·B)), so every score is the rounded dot product times scale, rounded.
-        // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), static_cast<int>(ncols),
-                    static_cast<int>(dqk), scale, qbuf.data(), static_cast<int>(dqk), Kw(t.kv), static_cast<int>(dqk), 0.0,
-                    sbuf.data(), static_cast<int>(ncols));
-        MapD S(sbuf.data(), nb, ncols);
-        // Step 2: row max over the visible keys, exp, sum. Masked keys get P = 0 exactly. Row by
-        // row, so each row's passes run in cache.
-        for (int64_t i = 0; i < nb; ++i) {
-          const int64_t n = visible_keys(p, r.row_at(t.r0 + i));
-          double* s = sbuf.data() + i * ncols;
-          if (n == 0) {
-            std::fill_n(s, ncols, 0.0);
-            continue;
-          }
-          const RowMax mx = rk.row_max(s, n);
-          const double m = mx.m;
-          double* lse = &r.lse[static_cast<size_t>(t.bh * nr + t.r0 + i)];
-          if (mx.nan || m == kNegInf || m == std::numeric_limits<double>::infinity()) {
-            // NaN scores, all scores -inf (0/0) or a +inf score (inf - inf): the softmax itself is
-            // undefined, so the row is NaN rather than anything a kernel could match by accident.
-            std::fill_n(s, ncols, std::numeric_limits<double>::quiet_NaN());
-            *lse = std::numeric_limits<double>::quiet_NaN();
-            continue;
-          }
-          const double l = rk.exp_sum(s, n, m);
-          std::fill(s + n, s + ncols, 0.0);
-          *lse = m + std::log(l);
-          rk.divide(s, n, l);
-        }
-        // Step 3: O = P V, the second fp64 GEMM.
         const bool vf = v_finite[static_cast<size_t>(t.kv)];
-        if (vf)
-          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), static_cast<int>(dv),
-                      static_cast<int>(ncols), 1.0, sbuf.data(), static_cast<int>(ncols), Vw(t.kv), static_cast<int>(dv), 0.0,
-                      obuf.data(), static_cast<int>(dv));
-        const Eigen::Map<const MatD> V(Vw(t.kv), skv, dv);
-        for (int64_t i = 0; i < nb; ++i) {
-          double* dst = &r.o[static_cast<size_t>((t.bh * nr + t.r0 + i) * dv)];
-          const int64_t n = visible_keys(p, r.row_at(t.r0 + i));
-          if (n == 0) continue;
-          if (vf)
-            std::copy_n(obuf.data() + i * dv, dv, dst);
-          else
-            Eigen::Map<Eigen::RowVectorXd>(dst, dv) = S.row(i).head(n) * V.topRows(n);
-        }
+        const float* qh = in.q.data() + static_cast<size_t>(t.bh) * static_cast<size_t>(p.seq_q * dqk);
+        for (int64_t i = 0; i < t.nb; ++i)
+          MapD(sc.q.data() + i * dqk, 1, dqk) = Eigen::Map<const MatF>(qh + r.row_at(t.r0 + i) * dqk, 1, dqk).cast<double>();
+        lap(mine.widen);
+        // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
+        scores(t.nb, t.ncols, dqk, scale, sc.q.data(), Kw(t.kv), s);
+        lap(mine.scores);
+        // Row by row, so each row's passes run in cache.
+        for (int64_t i = 0; i < t.nb; ++i)
+          sc.l[static_cast<size_t>(i)] = softmax_row(rk, s + i * t.ncols, visible_keys(p, r.row_at(t.r0 + i)), t.ncols,
+                                                     &r.lse[static_cast<size_t>(t.bh * nr + t.r0 + i)]);
+        lap(mine.softmax);
+        if (vf) weighted_sum(t.nb, t.ncols, dv, s, Vw(t.kv), sc.u.data());
+        lap(mine.pv);
+        for (int64_t i = 0; i < t.nb; ++i)
+          store_row(&r.o[static_cast<size_t>((t.bh * nr + t.r0 + i) * dv)], sc.u.data() + i * dv, s + i * t.ncols, Vw(t.kv),
+                    visible_keys(p, r.row_at(t.r0 + i)), dv, sc.l[static_cast<size_t>(i)], vf);
+        lap(mine.store);
       }
+#pragma omp barrier
+      lap(mine.idle);  // this thread's wait for the last task of the chunk
     }
+  }
+  if (profiling()) {
+    Profile all;
+    for (const Profile& x : spent) all += x;
+    const double n = static_cast<double>(threads);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - call_start).count();
+    std::fprintf(stderr,
+                 "oracle profile: %lld-row blocks, %d threads, wall %.4f s; per thread: K/V widen %.4f setup %.4f Q widen %.4f "
+                 "scores %.4f softmax %.4f pv %.4f store %.4f idle %.4f\n",
+                 static_cast<long long>(row_block), static_cast<int>(threads), wall, serial.widen, all.setup / n, all.widen / n,
+                 all.scores / n, all.softmax / n, all.pv / n, all.store / n, all.idle / n);
   }
   return r;
 }
