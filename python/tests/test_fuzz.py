@@ -33,7 +33,7 @@ def first_drawn_failure(kernel, salt, **kw):
     return raw.failures[0].problem
 
 
-def shrunk(kernel, salt, **kw):
+def shrunk(kernel, salt, one_head=True, **kw):
     r = fuzz(kernel, salt, **kw)
     assert not r, f"the bug went unnoticed: {r!r}"
     f = r.failures[0]
@@ -42,7 +42,8 @@ def shrunk(kernel, salt, **kw):
     dims = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim_qk")
     assert all(getattr(f.problem, d) <= getattr(drawn, d) for d in dims), (f.problem, drawn)
     assert any(getattr(f.problem, d) < getattr(drawn, d) for d in dims), (f.problem, drawn)
-    assert (f.problem.batch, f.problem.heads_q) == (1, 1), f.problem
+    if one_head:
+        assert (f.problem.batch, f.problem.heads_q) == (1, 1), f.problem
     return f
 
 
@@ -69,7 +70,11 @@ def test_undeclared_base2_lse_fails_lse_alone():
 
 
 def test_missing_rescale_needs_two_tiles():
-    f = shrunk(kernels.missing_rescale, 5)
+    # Not necessarily one head: whether a missing rescale shows depends on the values (the running
+    # max must grow between tiles by enough), and inputs are drawn per element index, so a problem
+    # with fewer heads holds other values. Seen with FLASHCHECK_SEED=2436708809763333371: the fault
+    # lived in the second query head of a GQA pair and no one-head problem showed it.
+    f = shrunk(kernels.missing_rescale, 5, one_head=False)
     assert f.problem.seq_kv > kernels.TILE, f.problem  # with one tile the max never moves
     assert {"cosine", "baseline_relative"} <= set(f.report.failed), str(f.report)
 
