@@ -38,14 +38,24 @@ struct TraceEntry {
 };
 
 struct ReplicaResult {
-  std::vector<float> o;    // [B, Hq, Sq, Dv], rounded to the problem's dtype
-  std::vector<float> lse;  // [B, Hq, Sq], natural log; -inf for rows that see no key
+  // Query rows evaluated (ascending, the same for every (batch, head)); empty means all seq_q rows.
+  // The same compact layout as OracleResult (reference/naive.h).
+  std::vector<int64_t> rows;
+  int64_t num_rows = 0;    // rows.size(), or seq_q when rows is empty
+  std::vector<float> o;    // [B, Hq, num_rows, Dv], rounded to the problem's dtype
+  std::vector<float> lse;  // [B, Hq, num_rows], natural log; -inf for rows that see no key
   std::vector<TraceEntry> trace;
+
+  int64_t row_at(int64_t r) const { return rows.empty() ? r : rows[static_cast<size_t>(r)]; }
 };
 
 // fp32 everywhere, as a kernel's accumulators. `trace_rows` (query rows, every (b, h)) asks for the
-// state after each KV tile. Rows that see no key give O = 0, LSE = -inf (the declared convention).
+// state after each KV tile; with `rows` given, only trace rows that are also evaluated are traced.
+// Rows that see no key give O = 0, LSE = -inf (the declared convention). `rows` (optional,
+// ascending, unique, each in [0, seq_q)) restricts evaluation to those query rows of every
+// (batch, head), for sampled checks of large problems; each row's result is the one a full run
+// gives it, up to the GEMM summation order (the comment at the tile loop; bounded in replica_test.cpp).
 ReplicaResult replica_attention(const Problem& p, const Inputs& in, const ReplicaConfig& cfg = {},
-                                std::span<const int64_t> trace_rows = {});
+                                std::span<const int64_t> trace_rows = {}, std::span<const int64_t> rows = {});
 
 }  // namespace flashcheck

@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "testing/test_seed.h"
 #include "reference/replica.h"
 #include "reference/rng.h"
 #include "verify/baseline.h"
+#include "verify/judge.h"
 #include "verify/metrics.h"
 
 namespace flashcheck {
@@ -75,6 +79,50 @@ TEST(Verdict, CosineAndRelL2FollowABaselineWorseThanTheirFixedLimits) {
   const Report far = f.judge(noisy(8 * fixed, 4), std::nullopt);
   EXPECT_TRUE(failed(far, "rel_l2")) << to_text(far);
   EXPECT_TRUE(failed(far, "cosine")) << to_text(far);
+}
+
+// Sampled rows get the fp32 flash baseline too (it used to exist only when every row was checked):
+// over exactly the sampled rows, and equal, up to the GEMM summation order, to the full one there.
+TEST(Verdict, SampledF32RowsGetTheFlashBaselineOfThoseRows) {
+  const Problem p{2, 4, 2, 300, 170, 32, 32, Causal::bottom_right, {}, DType::f32};
+  const Inputs in = make_inputs(p, flashcheck::testing::seed_for(51));
+  const std::vector<int64_t> rows = sample_rows(p.seq_q, 64, 16, 64);
+  ASSERT_FALSE(rows.empty());
+  const int64_t nr = static_cast<int64_t>(rows.size()), dv = p.head_dim_v;
+  const Expected sampled = make_expected(p, in, rows);
+  ASSERT_EQ(sampled.flash_baseline.size(), static_cast<size_t>(p.batch * p.heads_q * nr * dv));
+  const Expected all = make_expected(p, in);
+  const std::vector<float> at_rows = select_rows(p, all.flash_baseline, dv, sampled.oracle);
+  ASSERT_EQ(at_rows.size(), sampled.flash_baseline.size());
+  float vmax = 0;
+  for (float x : in.v) vmax = std::max(vmax, std::fabs(x));
+  // Normal inputs: scores are O(1), so an ulp of a score (another GEMM order) moves O by a few ulps
+  // of max|v| (reference/replica_test.cpp bounds it per row); a wrong row is off by O(max|o|).
+  for (size_t e = 0; e < at_rows.size(); ++e)
+    ASSERT_NEAR(sampled.flash_baseline[e], at_rows[e], 64 * std::numeric_limits<float>::epsilon() * vmax) << e;
+}
+
+// The case that made this necessary (run --big on the H100: a correct fp32 flash kernel on `large`
+// inputs, rows sampled, failed baseline_relative at 1.87e4 against the nearly exact eager baseline).
+// A correct fp32 flash kernel (the replica with a kernel's own tiles) must pass the judge with
+// sampled rows on `large` inputs. At these small sizes the eager baseline alone also passed in 12
+// draws (2026-11-22), so this guards the sampled path end to end; the per-row agreement is the test
+// above. With the finite -2^30 fill the same kernel fails here (top-left, ratio ~3e4): raw `large`
+// scores at d = 256 reach ~10^9, past the fill, and rows are lost
+// (Replica.FiniteNegInfFillLosesRowsWhoseScoresAreAllBelowIt), so the test can fail.
+TEST(Verdict, ACorrectFp32FlashKernelPassesOnIllConditionedSampledRows) {
+  for (uint64_t k = 0; k < 2; ++k) {
+    const Problem p{2, 8, 2, 300, 318, 256, 256, k ? Causal::top_left : Causal::none, {}, DType::f32};
+    const Inputs in = make_inputs(p, flashcheck::testing::seed_for(52 + k), Dist::large);
+    ReplicaConfig cfg;  // Br = Bc = 128 (the flash baseline uses 64), exp2, true -inf
+    cfg.finite_neg_inf = false;
+    const ReplicaResult kernel = replica_attention(p, in, cfg);
+    JudgeOptions opt;
+    opt.max_rows = 64;
+    opt.oracle = OracleChoice::cpu;
+    const Report r = judge(p, in, KernelOutput{kernel.o, std::span<const float>(kernel.lse), std::nullopt}, Declared{}, opt);
+    EXPECT_TRUE(r.pass()) << to_string(p) << "\n" << to_text(r);
+  }
 }
 
 TEST(Verdict, AllZeroOutputFails) {

@@ -124,13 +124,14 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
               n ? std::fabs(p.softmax_scale()) * qn * kmax[static_cast<size_t>(n - 1)] : 0.0;
         }
     }
-  if (p.dtype == DType::f32 && rows.empty()) {
+  if (p.dtype == DType::f32) {
     ReplicaConfig cfg;
     cfg.block_q = cfg.block_kv = 64;
     cfg.round_p = false;
     cfg.finite_neg_inf = false;
     lap("score bounds");
-    r.flash_baseline = replica_attention(p, in, cfg).o;
+    // Over the same rows as the oracle (all, or the sample), in the same [B, Hq, rows, Dv] layout.
+    r.flash_baseline = replica_attention(p, in, cfg, {}, rows).o;
     lap("flash baseline (replica)");
   } else {
     lap("score bounds");

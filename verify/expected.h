@@ -19,8 +19,8 @@ struct Expected {
   // largest |score|. LSE carries the absolute rounding error of the scores (m·scale + log ℓ), so its
   // tolerance grows with this, not with |LSE| (which can be near 0 while the scores are huge).
   std::vector<double> score_bound;
-  // f32 only (and only when every row is checked): a second baseline, the blocked replica with
-  // fp32 P (64×64 tiles, exp2): what a typical correct fp32 FlashAttention computes. The eager fp32
+  // f32 only: a second baseline over the same rows (all or sampled), the blocked replica with fp32 P
+  // (64×64 tiles, exp2): what a typical correct fp32 FlashAttention computes. The eager fp32
   // baseline is nearly exact, sometimes exact by luck (a 64× ratio was seen), so for f32 the
   // baseline error is the larger of the two.
   std::vector<float> flash_baseline;
