@@ -365,22 +365,29 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
     largest_first();
     // Even so, the chunk ends when its last task does: the threads that draw the last round of
     // tasks leave the others idle for up to a task's length (~9 ms of 83 at 1×4×4096×128, PERF.md).
-    // Halving the tasks of that last round (those larger than the remaining work per thread) halves
-    // the wait; the results do not depend on how rows are grouped into tasks.
-    int64_t remaining = 0;
-    for (const Task& t : tasks) remaining += t.nb * t.ncols;
-    for (size_t i = 0, n = tasks.size(); i < n; ++i) {
-      Task& t = tasks[i];
-      remaining -= t.nb * t.ncols;
-      if (t.nb < 2 * kMinSplitRows || (remaining + t.nb * t.ncols) >= threads * t.nb * t.ncols) continue;
-      Task tail = t;
-      t.nb /= 2;
-      t.ncols = visible_keys(p, r.row_at(t.r0 + t.nb - 1));
-      tail.r0 += t.nb;
-      tail.nb -= t.nb;
-      tasks.push_back(tail);
+    // So tasks larger than the work left after them per thread are halved, again and again (the
+    // halves join the tail), down to kMinSplitRows: the last rounds get short, like OpenMP's guided
+    // schedule but decided before the run, so the grouping of rows never depends on timing. The
+    // results do not depend on how rows are grouped into tasks.
+    for (bool split = true; split;) {
+      split = false;
+      int64_t after = 0;  // work of the tasks after tasks[i] (smallest last)
+      for (size_t i = tasks.size(); i-- > 0;) {
+        Task& t = tasks[i];
+        const int64_t work = t.nb * t.ncols;
+        if (t.nb >= 2 * kMinSplitRows && work * threads > after + work) {
+          Task tail = t;
+          t.nb /= 2;
+          t.ncols = visible_keys(p, r.row_at(t.r0 + t.nb - 1));
+          tail.r0 += t.nb;
+          tail.nb -= t.nb;
+          tasks.push_back(tail);
+          split = true;
+        }
+        after += work;
+      }
+      largest_first();
     }
-    largest_first();
 
 #pragma omp parallel num_threads(static_cast<int>(threads))
     {
