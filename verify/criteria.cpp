@@ -43,7 +43,26 @@ double lse_limit(const Tolerance& tol, double lse, double score_bound) {
 }
 
 bool is_flagged(MapFlag f) {
-  return f == MapFlag::unwritten || f == MapFlag::nan_mismatch || f == MapFlag::empty_row_nonzero;
+  return f == MapFlag::unwritten || f == MapFlag::nan_mismatch || f == MapFlag::empty_row_nonzero ||
+         f == MapFlag::outside_contenders;
+}
+
+// Where each checked row stands among Expected::unresolved: -1, or its position there.
+std::vector<int32_t> unresolved_lookup(const Expected& ref, int64_t all_rows) {
+  std::vector<int32_t> at;
+  if (ref.unresolved.empty()) return at;
+  at.assign(static_cast<size_t>(all_rows), -1);
+  for (size_t u = 0; u < ref.unresolved.size(); ++u) at[static_cast<size_t>(ref.unresolved[u].index)] = static_cast<int32_t>(u);
+  return at;
+}
+
+// An element of a row fp32 cannot resolve: any softmax weights over its contenders give a value in
+// [lo, hi]; the slack covers the output's rounding and P rounded to 16 bits before P·V (Σ of the
+// rounded weights is 1 only to 2^-8 in bf16).
+MapFlag classify_unresolved(DType dt, float k, const Expected::UnresolvedRow& u, int64_t c) {
+  const double lo = u.lo[static_cast<size_t>(c)], hi = u.hi[static_cast<size_t>(c)];
+  const double slack = 4 * ulp_at(dt, std::max(std::fabs(lo), std::fabs(hi)));
+  return k >= lo - slack && k <= hi + slack ? MapFlag::unresolved_ok : MapFlag::outside_contenders;
 }
 
 // The element-by-element maps behind the HTML page: a second pass over the output, run only when
@@ -84,6 +103,7 @@ ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& 
     empty[static_cast<size_t>(ri)] = n == 0;
     cell[static_cast<size_t>(ri)] = static_cast<size_t>((row / m.tile_q) * m.kv_tiles + std::max<int64_t>(n - 1, 0) / m.tile_kv);
   }
+  const std::vector<int32_t> unresolved_at = unresolved_lookup(ref, bh_n * nr);
   auto flag_element = [&](int64_t bh, int64_t ri, int64_t col, MapFlag f) {
     ++m.flagged_total;
     if (m.flagged.size() < ErrorMaps::kMaxFlagged)
@@ -93,7 +113,9 @@ ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& 
     for (int64_t ri = 0; ri < nr; ++ri)
       for (int64_t c = 0; c < dv; ++c) {
         const size_t e = static_cast<size_t>((bh * nr + ri) * dv + c);
-        const MapFlag f = classify_o(p.dtype, kernel.o[e], oracle.o[e], empty[static_cast<size_t>(ri)]);
+        MapFlag f = classify_o(p.dtype, kernel.o[e], oracle.o[e], empty[static_cast<size_t>(ri)]);
+        if (f == MapFlag::ok && !unresolved_at.empty() && unresolved_at[static_cast<size_t>(bh * nr + ri)] >= 0)
+          f = classify_unresolved(p.dtype, kernel.o[e], ref.unresolved[static_cast<size_t>(unresolved_at[static_cast<size_t>(bh * nr + ri)])], c);
         const size_t t = cell[static_cast<size_t>(ri)];
         float ratio = NAN;
         if (f == MapFlag::ok) {
@@ -184,17 +206,21 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     CosineAccumulator eager_cos, flash_cos;
     uint64_t ulp_max = 0;
     int64_t ulp_count = 0, significant = 0, ulp_over_n = 0, compared = 0, unwritten = 0, nan_mismatches = 0,
-            empty_row_violations = 0;
-    size_t worst_e = 0, first_nan_e = SIZE_MAX;
+            empty_row_violations = 0, outside_contenders = 0;
+    size_t worst_e = 0, first_nan_e = SIZE_MAX, first_outside_e = SIZE_MAX;
   };
   constexpr int64_t kChunkRows = 256;
   const int64_t all_rows = bh_n * nr, n_chunks = (all_rows + kChunkRows - 1) / kChunkRows;
   std::vector<Partial> parts(static_cast<size_t>(n_chunks));
+  const std::vector<int32_t> unresolved_at = unresolved_lookup(ref, all_rows);
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t c = 0; c < n_chunks; ++c) {
     Partial& a = parts[static_cast<size_t>(c)];
     for (int64_t gr = c * kChunkRows; gr < std::min(all_rows, (c + 1) * kChunkRows); ++gr) {
       const bool empty_row = visible_keys(p, oracle.row_at(gr % nr)) == 0;
+      const Expected::UnresolvedRow* unresolved =
+          unresolved_at.empty() || unresolved_at[static_cast<size_t>(gr)] < 0 ? nullptr
+                                                                            : &ref.unresolved[static_cast<size_t>(unresolved_at[static_cast<size_t>(gr)])];
       for (size_t e = static_cast<size_t>(gr * dv); e < static_cast<size_t>((gr + 1) * dv); ++e) {
         const float k = kernel.o[e];
         const double o = oracle.o[e];
@@ -206,6 +232,14 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
         }
         if (flag == MapFlag::empty_row_nonzero) ++a.empty_row_violations;
         if (flag != MapFlag::ok) continue;
+        if (unresolved) {  // judged by its contenders' values alone, kept out of every error figure
+          if (classify_unresolved(p.dtype, k, *unresolved, static_cast<int64_t>(e % static_cast<size_t>(dv))) ==
+              MapFlag::outside_contenders) {
+            ++a.outside_contenders;
+            a.first_outside_e = std::min(a.first_outside_e, e);
+          }
+          continue;
+        }
         const double err = std::fabs(static_cast<double>(k) - o);
         a.cos.add(k, o);
         ++a.compared;
@@ -250,7 +284,8 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   double eager_diff2 = 0, flash_diff2 = 0;
   double diff2 = 0, ref2 = 0, ulp_sum = 0, bias_sum = 0, bias_mag_sum = 0, worst_err = -1;
   int64_t ulp_count = 0, significant = 0;
-  size_t worst_e = 0, first_nan_e = SIZE_MAX;
+  size_t worst_e = 0, first_nan_e = SIZE_MAX, first_outside_e = SIZE_MAX;
+  int64_t outside_contenders = 0;
   for (const Partial& a : parts) {
     for (auto [to, from] : {std::pair{&cos, &a.cos}, {&eager_cos, &a.eager_cos}, {&flash_cos, &a.flash_cos}}) {
       to->xy += from->xy;
@@ -279,8 +314,11 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
       worst_e = a.worst_e;
     }
     first_nan_e = std::min(first_nan_e, a.first_nan_e);
+    outside_contenders += a.outside_contenders;
+    first_outside_e = std::min(first_outside_e, a.first_outside_e);
   }
   if (worst_err >= 0) r.worst = locate(worst_e, kernel.o[worst_e], oracle.o[worst_e]);
+  if (first_outside_e != SIZE_MAX) r.worst = locate(first_outside_e, kernel.o[first_outside_e], oracle.o[first_outside_e]);
   if (first_nan_e != SIZE_MAX) r.worst = locate(first_nan_e, kernel.o[first_nan_e], oracle.o[first_nan_e]);
   r.cosine = cos.value();
   r.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0.0);
@@ -292,6 +330,14 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   add("unwritten", r.unwritten == 0, static_cast<double>(r.unwritten), 0, "output elements still holding the poison");
   add("nan_inf_positions", r.nan_mismatches == 0, static_cast<double>(r.nan_mismatches), 0,
       "elements whose NaN/Inf status differs from the oracle");
+  if (!ref.unresolved.empty()) {
+    const int64_t n_unresolved = static_cast<int64_t>(ref.unresolved.size());
+    add("unresolved_rows", outside_contenders == 0, static_cast<double>(outside_contenders), 0,
+        "elements outside the values of the keys fp32 cannot tell apart, in " + std::to_string(n_unresolved) + " of " +
+            std::to_string(all_rows) +
+            " rows whose top scores lie within fp32 rounding of each other (any convex combination of those keys' "
+            "values is right there; the rows are kept out of every other O criterion)");
+  }
   add("empty_rows", r.empty_row_violations == 0, static_cast<double>(r.empty_row_violations), 0,
       "elements of rows with no visible key that are not exactly 0");
   // No fixed limit may be stricter than what a correct implementation of the same dtype reaches on

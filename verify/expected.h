@@ -24,8 +24,28 @@ struct Expected {
   // baseline is nearly exact, sometimes exact by luck (a 64× ratio was seen), so for f32 the
   // baseline error is the larger of the two.
   std::vector<float> flash_baseline;
+  // Rows whose top scores no fp32 kernel can order. A score computed from Dqk products in fp32, in
+  // any order, errs by up to δ = score_rounding(Dqk)·score_bound (below); once δ reaches
+  // kUnresolvedDelta and a second key lies within 2δ + kNegligibleGap of the row's largest score,
+  // which of them dominates the softmax is decided by rounding, not by the inputs (`large` inputs:
+  // scores near 10^8, near-ties among them). Such a row's O is any convex combination of its
+  // contenders' values, so it is judged by that alone: each element within [lo, hi], the least and
+  // greatest value of its column among the contenders. Ascending by index.
+  struct UnresolvedRow {
+    int64_t index = 0;        // (b·Hq + h)·rows + ri: the row's place in the oracle's rows
+    int64_t contenders = 0;   // keys within 2δ + kNegligibleGap of the max (≥ 2)
+    std::vector<double> lo, hi;  // per output column
+  };
+  std::vector<UnresolvedRow> unresolved;
   std::vector<std::pair<std::string, double>> timings;  // wall seconds per step, for Report::timings
 };
+inline constexpr double kUnresolvedDelta = 0.5;  // weights uncertain by a factor e^(±2δ) ≥ e: no longer rounding noise
+inline constexpr double kNegligibleGap = 40;     // a key this far below the max carries < e^-40 of the weight
+// Bound on a score's fp32 rounding error relative to score_bound (scale·‖q‖·max‖k‖): Dqk products
+// summed in fp32 in any order err by at most γ = n·u/(1 − n·u) of Σ|q_i k_i| ≤ ‖q‖‖k‖ (Higham,
+// Accuracy and Stability of Numerical Algorithms, §3.1), plus a few roundings for the scale and the
+// max subtraction. u = 2^-23, not 2^-24: tensor-core accumulators may truncate instead of rounding.
+double score_rounding(int64_t head_dim_qk);
 // Which oracle computes the fp64 truth and the same-dtype baseline: the CPU's, the GPU's
 // (reference/gpu_oracle.h), or the GPU's for problems of at least kGpuOracleWork when one is usable.
 enum class OracleChoice { automatic, cpu, gpu };

@@ -36,6 +36,10 @@ enum class MapFlag : uint8_t {
   empty_row_nonzero = 3, // a row with no visible key whose O is not exactly 0 (or LSE not the declared ±inf)
   nonfinite_match = 4,   // NaN/Inf exactly where the oracle has it: no error to measure
   empty_row_ok = 5,      // a row with no visible key, written as the convention says
+  // Rows whose top scores fp32 cannot order (Expected::unresolved): judged only against the values
+  // of their contender keys.
+  outside_contenders = 6,  // outside [lo, hi] of the contenders' values: no softmax weights give it
+  unresolved_ok = 7,       // within them: no error to measure
 };
 
 struct FlaggedElement {

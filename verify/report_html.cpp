@@ -73,6 +73,8 @@ const char* flag_name(MapFlag f) {
     case MapFlag::empty_row_nonzero: return "empty row not as the convention says";
     case MapFlag::nonfinite_match: return "NaN/Inf as the oracle";
     case MapFlag::empty_row_ok: return "empty row, as the convention says";
+    case MapFlag::outside_contenders: return "outside the values of the keys fp32 cannot tell apart";
+    case MapFlag::unresolved_ok: return "row fp32 cannot resolve, within its contenders' values";
     case MapFlag::ok: break;
   }
   return "ok";
@@ -142,10 +144,11 @@ const char* kScript = R"JS(
     return new Type(u8.buffer);
   }
   const FLAG_NAMES = ['ok', 'unwritten (poison)', 'NaN/Inf where the oracle differs', 'empty row not as the convention says',
-                      'NaN/Inf as the oracle', 'empty row, as the convention says'];
-  const FLAG_RGB = [null, [255, 0, 255], [0, 0, 0], [255, 140, 0], [190, 190, 190], [215, 215, 215]];
-  // Flagged elements (1-3) outrank matching non-finite ones (4-5), which outrank measured ones.
-  const rank = f => (f >= 1 && f <= 3) ? 2 : (f ? 1 : 0);
+                      'NaN/Inf as the oracle', 'empty row, as the convention says',
+                      'outside the values of the keys fp32 cannot tell apart', 'row fp32 cannot resolve, within its contenders\' values'];
+  const FLAG_RGB = [null, [255, 0, 255], [0, 0, 0], [255, 140, 0], [190, 190, 190], [215, 215, 215], [120, 0, 160], [200, 225, 240]];
+  // Flagged elements (1-3, 6) outrank the ones with nothing to measure (4-5, 7), which outrank measured ones.
+  const rank = f => (f >= 1 && f <= 3) || f === 6 ? 2 : (f ? 1 : 0);
   const STOPS = [[48, 18, 59], [40, 120, 142], [53, 183, 121], [253, 231, 37]];
   // Ratio 1e-4..1 runs dark blue to yellow (log scale); past 1 (fails on its own) red, darker to 100.
   function colour(r) {
