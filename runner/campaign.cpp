@@ -227,8 +227,12 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
   while (improved && steps < max_steps && !over_budget()) {
     improved = false;
     std::vector<Case> cands;
-    for (const Problem& p : smaller(failing.c.problem, v.caps())) cands.push_back({p, failing.c.dist, failing.c.seed});
+    // Plain normal inputs first: most bugs show on them at any size, while on a hostile
+    // distribution a bug may show only where the data happens to expose it (dropping the last key
+    // matters under `large` only where that key is a row's lone max), and shrinking there spent
+    // the step budget on candidates whose data hid the bug (CApi test, seed 15238225390728038508).
     if (failing.c.dist != Dist::normal) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
+    for (const Problem& p : smaller(failing.c.problem, v.caps())) cands.push_back({p, failing.c.dist, failing.c.seed});
     for (const Case& c : cands) {
       if (++steps > max_steps || over_budget()) break;
       if (v.unsupported(c.problem)) continue;
