@@ -4,6 +4,7 @@
 
 #if FLASHCHECK_HAVE_CUDA
 #include "gpu/common/cuda_check.h"
+#include "gpu/common/poison_smem.h"
 #endif
 
 namespace flashcheck::device {
@@ -36,6 +37,8 @@ void* stream() {
   return s;
 }
 void synchronize() { FC_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream()))); }
+void poison_shared_memory() { kernels::poison_shared_memory(stream()); }
+uint32_t probe_shared_memory() { return kernels::probe_shared_memory(stream()); }
 std::string name() {
   cudaDeviceProp prop{};
   FC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -72,6 +75,8 @@ void to_device(void*, const void*, size_t) { none(); }
 void to_host(void*, const void*, size_t) { none(); }
 void* stream() { return nullptr; }
 void synchronize() {}
+void poison_shared_memory() { none(); }
+uint32_t probe_shared_memory() { none(); }
 std::string name() { return "none"; }
 int compute_capability() { return 0; }
 #endif

@@ -29,6 +29,23 @@ std::vector<std::shared_ptr<Variant>> device_variants() {
     if (device_variants().empty()) GTEST_SKIP() << "no device variant"; \
   } while (0)
 
+// The harness fills every SM's shared memory before a checked launch (gpu/common/poison_smem.h):
+// a launch of the same geometry right after it must find nothing but all-ones words, on every SM.
+// After an ordinary kernel has run (one of the variants), the words are no longer all ones: the
+// probe can tell.
+TEST(GpuVariants, SharedMemoryIsPoisonedOnEverySm) {
+  REQUIRE_GPU();
+  const Problem p{2, 4, 2, 300, 300, 128, 128, Causal::none, {}, DType::bf16};
+  const Inputs in = make_inputs(p, flashcheck::testing::seed_for(74));
+  for (auto& v : device_variants()) {
+    if (v->unsupported(p)) continue;
+    (void)run_variant(*v, p, in);  // leaves the kernel's own tiles in shared memory
+    EXPECT_NE(device::probe_shared_memory(), 0xFFFFFFFFu) << v->name() << " left nothing the probe can see";
+    device::poison_shared_memory();
+    EXPECT_EQ(device::probe_shared_memory(), 0xFFFFFFFFu) << "after poisoning, following " << v->name();
+  }
+}
+
 TEST(GpuVariants, EachPassesACampaign) {
   REQUIRE_GPU();
   for (auto& v : device_variants()) {

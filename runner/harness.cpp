@@ -13,6 +13,9 @@ HarnessResult run_variant(const Variant& v, const Problem& p, const Inputs& in) 
   validate(p);
   const Capabilities& caps = v.caps();
   StagedProblem st(caps.memory, p, in);
+  // Outputs are poisoned in st; shared memory too, so leftovers of earlier kernels cannot pass for
+  // data a kernel never loaded (not in bench: timing measures the kernel alone).
+  if (caps.memory == Memory::device) device::poison_shared_memory();
   st.launch(v, p);
   if (caps.memory == Memory::device) device::synchronize();
   st.o.download();
