@@ -264,7 +264,10 @@ std::optional<Tightness> tightest_criterion(const Report& r) {
       ratio = c.value > 0 ? INFINITY : 0.0;
     if (std::isnan(ratio)) ratio = INFINITY;
     if (!c.pass) ratio = std::max(ratio, 1.0);
-    if (!best || ratio > best->ratio) best = Tightness{c.name, c.value, c.limit, ratio, -1};
+    // On a tie (an exact kernel: every ratio 0) a criterion with a measured limit says more than a
+    // count held to 0: "rel_l2 0/0.001 (0%)", not "unwritten 0/0 (0%)".
+    const bool says_more = best && ratio == best->ratio && best->limit == 0 && c.limit > 0;
+    if (!best || ratio > best->ratio || says_more) best = Tightness{c.name, c.value, c.limit, ratio, -1};
   }
   return best;
 }

@@ -322,6 +322,12 @@ TEST(Tightness, IsTheCriterionNearestItsLimit) {
   r.criteria.push_back({"out_of_bounds", false, 3, 0, "canary bytes"});
   EXPECT_EQ(tightest_criterion(r)->criterion, "out_of_bounds");
   EXPECT_GE(tightest_criterion(r)->ratio, 1.0);
+  // An exact kernel (every ratio 0): the first criterion with a measured limit, not a zero count.
+  Report exact;
+  exact.criteria.push_back({"unwritten", true, 0, 0, "poison left"});
+  exact.criteria.push_back({"cosine", true, 1, 0.9999, "at least"});
+  exact.criteria.push_back({"rel_l2", true, 0, 0.01, "at most"});
+  EXPECT_EQ(tightest_criterion(exact)->criterion, "cosine");
 }
 
 // A case far beyond the campaign's sizes gets time for its work: the default limit grows with it.
