@@ -2,10 +2,7 @@
 // CBLAS library loaded at run time (issue 11: the oracle must reach torch's CPU SDPA speed, and the
 // answer depends on the machine's BLAS choices more than on our code).
 //
-//   blas_sweep --lib PATH [--seq 4096] [--dim 128] [--blocks 64,128,256,512] [--seconds 1.5] [--pad 0]
-//
-// --pad P adds P doubles to each row of S (its leading dimension seq + P), as the oracle pads its
-// scores to an odd number of cache lines (reference/naive.cpp, score_stride).
+//   blas_sweep --lib PATH [--seq 4096] [--dim 128] [--blocks 64,128,256,512] [--seconds 1.5]
 //
 // Every OpenMP thread runs the oracle's inner step on its own row block, independently, as the
 // oracle does: S = Q·Kᵀ (rb × seq × dim, "NT") then O = S·V (rb × dim × seq, "NN"). Inside the
@@ -58,7 +55,7 @@ std::string library_kernels(void* lib) {
 
 int main(int argc, char** argv) {
   const char* lib_path = nullptr;
-  long seq = 4096, dim = 128, pad = 0;
+  long seq = 4096, dim = 128;
   double seconds = 1.5;
   std::vector<long> blocks{64, 128, 256, 512};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -67,15 +64,14 @@ int main(int argc, char** argv) {
     else if (a == "--seq") seq = std::atol(argv[i + 1]);
     else if (a == "--dim") dim = std::atol(argv[i + 1]);
     else if (a == "--seconds") seconds = std::atof(argv[i + 1]);
-    else if (a == "--pad") pad = std::atol(argv[i + 1]);
     else if (a == "--blocks") blocks = parse_list(argv[i + 1]);
     else {
       std::fprintf(stderr, "blas_sweep: unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  if (!lib_path || seq <= 0 || dim <= 0 || seconds <= 0 || pad < 0) {
-    std::fprintf(stderr, "usage: blas_sweep --lib PATH [--seq N] [--dim D] [--blocks a,b,..] [--seconds S] [--pad P]\n");
+  if (!lib_path || seq <= 0 || dim <= 0 || seconds <= 0) {
+    std::fprintf(stderr, "usage: blas_sweep --lib PATH [--seq N] [--dim D] [--blocks a,b,..] [--seconds S]\n");
     return 2;
   }
   void* lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
@@ -89,8 +85,7 @@ int main(int argc, char** argv) {
     return 125;
   }
   const int threads = omp_get_max_threads();
-  std::printf("%s | %s | %d threads | seq %ld dim %ld pad %ld\n", lib_path, library_kernels(lib).c_str(), threads, seq, dim, pad);
-  const long lds = seq + pad;
+  std::printf("%s | %s | %d threads | seq %ld dim %ld\n", lib_path, library_kernels(lib).c_str(), threads, seq, dim);
 
   // Shared K and V (every thread reads them, as the oracle's tasks of one head do); random, never
   // zeros, which some kernels shortcut.
@@ -103,12 +98,12 @@ int main(int argc, char** argv) {
     double wall = 0;
 #pragma omp parallel reduction(+ : flops)
     {
-      std::vector<double> q(static_cast<size_t>(rb * dim)), s(static_cast<size_t>(rb * lds)), o(static_cast<size_t>(rb * dim));
+      std::vector<double> q(static_cast<size_t>(rb * dim)), s(static_cast<size_t>(rb * seq)), o(static_cast<size_t>(rb * dim));
       for (size_t i = 0; i < q.size(); ++i) q[i] = rng.normal(2 * k.size() + i);
       const auto start = std::chrono::steady_clock::now();
       while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
-        dgemm(kRowMajor, kNoTrans, kTrans, int(rb), int(seq), int(dim), 0.088, q.data(), int(dim), k.data(), int(dim), 0.0, s.data(), int(lds));
-        dgemm(kRowMajor, kNoTrans, kNoTrans, int(rb), int(dim), int(seq), 1.0, s.data(), int(lds), v.data(), int(dim), 0.0, o.data(), int(dim));
+        dgemm(kRowMajor, kNoTrans, kTrans, int(rb), int(seq), int(dim), 0.088, q.data(), int(dim), k.data(), int(dim), 0.0, s.data(), int(seq));
+        dgemm(kRowMajor, kNoTrans, kNoTrans, int(rb), int(dim), int(seq), 1.0, s.data(), int(seq), v.data(), int(dim), 0.0, o.data(), int(dim));
         flops += 4.0 * double(rb) * double(seq) * double(dim);
       }
     }

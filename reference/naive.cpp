@@ -233,18 +233,9 @@ struct Task {
 // Step 1: scores S = (Q Kᵀ) · scale, one fp64 GEMM (nb × ncols, row-major). BLAS applies alpha to
 // each finished dot product (C = alpha·(A·B)), so every score is the rounded dot product times
 // scale, rounded, however the call is split over threads.
-void scores(int64_t nb, int64_t ncols, int64_t lds, int64_t dqk, double scale, const double* q, const double* k, double* s) {
+void scores(int64_t nb, int64_t ncols, int64_t dqk, double scale, const double* q, const double* k, double* s) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), static_cast<int>(ncols), static_cast<int>(dqk),
-              scale, q, static_cast<int>(dqk), k, static_cast<int>(dqk), 0.0, s, static_cast<int>(lds));
-}
-
-// The row stride of the scores: ncols rounded up to whole cache lines, then to an odd number of
-// them. At seq_kv = 4096 an unpadded row is 32 KiB, a multiple of the L1/L2 set stride, so the rows
-// a GEMM micro-tile touches together all compete for one cache set.
-int64_t score_stride(int64_t ncols) {
-  int64_t lines = (ncols + 7) / 8;
-  if (lines % 2 == 0) ++lines;
-  return lines * 8;
+              scale, q, static_cast<int>(dqk), k, static_cast<int>(dqk), 0.0, s, static_cast<int>(ncols));
 }
 
 // Step 2, one row of S with n of its ncols keys visible: row max, exp, sum. Leaves E = exp(s - max)
@@ -272,9 +263,9 @@ double softmax_row(const RowKernels& rk, double* s, int64_t n, int64_t ncols, do
 }
 
 // Step 3: U = E V, the second fp64 GEMM (unnormalised outputs, nb × dv).
-void weighted_sum(int64_t nb, int64_t ncols, int64_t lds, int64_t dv, const double* e, const double* v, double* u) {
+void weighted_sum(int64_t nb, int64_t ncols, int64_t dv, const double* e, const double* v, double* u) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), static_cast<int>(dv), static_cast<int>(ncols),
-              1.0, e, static_cast<int>(lds), v, static_cast<int>(dv), 0.0, u, static_cast<int>(dv));
+              1.0, e, static_cast<int>(ncols), v, static_cast<int>(dv), 0.0, u, static_cast<int>(dv));
 }
 
 // Step 4, one row: O = U / ℓ. With non-finite values in V (v_finite false) U is not taken from the
@@ -426,7 +417,7 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
       sc.q.resize(static_cast<size_t>(row_block * dqk));
       sc.u.resize(static_cast<size_t>(row_block * dv));
       sc.l.resize(static_cast<size_t>(row_block));
-      double* const s = sc.s.fit(static_cast<size_t>(row_block * score_stride(skv)));
+      double* const s = sc.s.fit(static_cast<size_t>(row_block * skv));
       lap(mine.setup);
 #pragma omp for schedule(dynamic, 1) nowait
       for (size_t ti = 0; ti < tasks.size(); ++ti) {
@@ -437,18 +428,17 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
           MapD(sc.q.data() + i * dqk, 1, dqk) = Eigen::Map<const MatF>(qh + r.row_at(t.r0 + i) * dqk, 1, dqk).cast<double>();
         lap(mine.widen);
         // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
-        const int64_t lds = score_stride(t.ncols);
-        scores(t.nb, t.ncols, lds, dqk, scale, sc.q.data(), Kw(t.kv), s);
+        scores(t.nb, t.ncols, dqk, scale, sc.q.data(), Kw(t.kv), s);
         lap(mine.scores);
         // Row by row, so each row's passes run in cache.
         for (int64_t i = 0; i < t.nb; ++i)
-          sc.l[static_cast<size_t>(i)] = softmax_row(rk, s + i * lds, visible_keys(p, r.row_at(t.r0 + i)), t.ncols,
+          sc.l[static_cast<size_t>(i)] = softmax_row(rk, s + i * t.ncols, visible_keys(p, r.row_at(t.r0 + i)), t.ncols,
                                                      &r.lse[static_cast<size_t>(t.bh * nr + t.r0 + i)]);
         lap(mine.softmax);
-        if (vf) weighted_sum(t.nb, t.ncols, lds, dv, s, Vw(t.kv), sc.u.data());
+        if (vf) weighted_sum(t.nb, t.ncols, dv, s, Vw(t.kv), sc.u.data());
         lap(mine.pv);
         for (int64_t i = 0; i < t.nb; ++i)
-          store_row(&r.o[static_cast<size_t>((t.bh * nr + t.r0 + i) * dv)], sc.u.data() + i * dv, s + i * lds, Vw(t.kv),
+          store_row(&r.o[static_cast<size_t>((t.bh * nr + t.r0 + i) * dv)], sc.u.data() + i * dv, s + i * t.ncols, Vw(t.kv),
                     visible_keys(p, r.row_at(t.r0 + i)), dv, sc.l[static_cast<size_t>(i)], vf);
         lap(mine.store);
       }
