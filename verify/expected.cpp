@@ -1,6 +1,7 @@
 #include "verify/expected.h"
 
 #include <Eigen/Dense>
+#include <cblas.h>
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -72,10 +73,11 @@ namespace {
 
 // Expected::unresolved, from the score bounds. Rows whose bound δ stays under kUnresolvedDelta
 // (every row of normal, uniform and outlier inputs: δ ~ 1e-4..1e-1) cost one comparison; the rest
-// get their scores recomputed in fp64, one matrix-vector product per row.
+// get their scores recomputed in fp64, in blocks of rows per KV head with one BLAS GEMM each, so a
+// production-size file of huge scores costs about what the CPU oracle's first GEMM does.
 void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
   const int64_t nr = r.oracle.num_rows, dqk = p.head_dim_qk, dv = p.head_dim_v, skv = p.seq_kv;
-  const double rounding = score_rounding(dqk);
+  const double rounding = score_rounding(dqk), scale = p.softmax_scale();
   auto candidate = [&](size_t i) {
     return rounding * r.score_bound[i] >= kUnresolvedDelta && std::isfinite(r.oracle.lse[i]);
   };
@@ -84,41 +86,58 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
   if (!any) return;
   using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  constexpr int64_t kBlock = 128;  // candidate rows per GEMM
   const int64_t kv_heads = p.batch * p.heads_kv;
   std::vector<std::vector<Expected::UnresolvedRow>> found(static_cast<size_t>(kv_heads));
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t bk = 0; bk < kv_heads; ++bk) {
     const int64_t b = bk / p.heads_kv, hk = bk % p.heads_kv;
-    MatD K;  // widened only when a row of this KV head needs it
-    const float* kf = in.k.data() + static_cast<size_t>(bk * skv * dqk);
-    const float* vf = in.v.data() + static_cast<size_t>(bk * skv * dv);
-    Eigen::VectorXd s;
+    std::vector<std::pair<int64_t, int64_t>> rows;  // (h, ri) of this KV head's candidates, in index order
     for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
-      for (int64_t ri = 0; ri < nr; ++ri) {
-        const size_t i = static_cast<size_t>((b * p.heads_q + h) * nr + ri);
-        if (!candidate(i)) continue;
-        if (K.size() == 0) K = Eigen::Map<const MatF>(kf, skv, dqk).cast<double>();
-        const int64_t row = r.oracle.row_at(ri), n = visible_keys(p, row);
-        const float* qf = in.q.data() + static_cast<size_t>(((b * p.heads_q + h) * p.seq_q + row) * dqk);
-        s.noalias() = K.topRows(n) * Eigen::Map<const Eigen::VectorXf>(qf, dqk).cast<double>();
-        s *= p.softmax_scale();
-        const double reach = s.maxCoeff() - 2 * rounding * r.score_bound[i] - kNegligibleGap;
+      for (int64_t ri = 0; ri < nr; ++ri)
+        if (candidate(static_cast<size_t>((b * p.heads_q + h) * nr + ri))) rows.emplace_back(h, ri);
+    if (rows.empty()) continue;
+    const float* vf = in.v.data() + static_cast<size_t>(bk * skv * dv);
+    const MatD K = Eigen::Map<const MatF>(in.k.data() + static_cast<size_t>(bk * skv * dqk), skv, dqk).cast<double>();
+    MatD Q, S;
+    for (size_t c0 = 0; c0 < rows.size(); c0 += kBlock) {
+      const int64_t m = static_cast<int64_t>(std::min<size_t>(kBlock, rows.size() - c0));
+      Q.resize(m, dqk);
+      int64_t ncols = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        const auto [h, ri] = rows[c0 + static_cast<size_t>(i)];
+        const int64_t row = r.oracle.row_at(ri);
+        ncols = std::max(ncols, visible_keys(p, row));
+        Q.row(i) = Eigen::Map<const Eigen::RowVectorXf>(in.q.data() + static_cast<size_t>(((b * p.heads_q + h) * p.seq_q + row) * dqk), dqk)
+                       .cast<double>();
+      }
+      S.resize(m, ncols);
+      // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(ncols), static_cast<int>(dqk),
+                  scale, Q.data(), static_cast<int>(dqk), K.data(), static_cast<int>(dqk), 0.0, S.data(), static_cast<int>(ncols));
+      for (int64_t i = 0; i < m; ++i) {
+        const auto [h, ri] = rows[c0 + static_cast<size_t>(i)];
+        const size_t idx = static_cast<size_t>((b * p.heads_q + h) * nr + ri);
+        const int64_t n = visible_keys(p, r.oracle.row_at(ri));
+        const double reach = S.row(i).head(n).maxCoeff() - 2 * rounding * r.score_bound[idx] - kNegligibleGap;
         Expected::UnresolvedRow u;
-        u.index = static_cast<int64_t>(i);
-        u.lo.assign(static_cast<size_t>(dv), INFINITY);
-        u.hi.assign(static_cast<size_t>(dv), -INFINITY);
+        u.index = static_cast<int64_t>(idx);
         for (int64_t j = 0; j < n; ++j) {
-          if (!(s[j] >= reach)) continue;
-          ++u.contenders;
+          if (!(S(i, j) >= reach)) continue;
+          if (++u.contenders == 1) {
+            u.lo.assign(vf + j * dv, vf + (j + 1) * dv);
+            u.hi = u.lo;
+            continue;
+          }
           for (int64_t c = 0; c < dv; ++c) {
-            const double x = vf[j * dv + c];
-            u.lo[static_cast<size_t>(c)] = std::min(u.lo[static_cast<size_t>(c)], x);
-            u.hi[static_cast<size_t>(c)] = std::max(u.hi[static_cast<size_t>(c)], x);
+            u.lo[static_cast<size_t>(c)] = std::min(u.lo[static_cast<size_t>(c)], vf[j * dv + c]);
+            u.hi[static_cast<size_t>(c)] = std::max(u.hi[static_cast<size_t>(c)], vf[j * dv + c]);
           }
         }
         // One contender: the max stands alone past any rounding, and the row is judged as usual.
         if (u.contenders >= 2) found[static_cast<size_t>(bk)].push_back(std::move(u));
       }
+    }
   }
   for (auto& f : found) std::move(f.begin(), f.end(), std::back_inserter(r.unresolved));
   std::sort(r.unresolved.begin(), r.unresolved.end(), [](const auto& a, const auto& b) { return a.index < b.index; });

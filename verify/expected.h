@@ -34,7 +34,7 @@ struct Expected {
   struct UnresolvedRow {
     int64_t index = 0;        // (b·Hq + h)·rows + ri: the row's place in the oracle's rows
     int64_t contenders = 0;   // keys within 2δ + kNegligibleGap of the max (≥ 2)
-    std::vector<double> lo, hi;  // per output column
+    std::vector<float> lo, hi;  // per output column (input values: exact in fp32)
   };
   std::vector<UnresolvedRow> unresolved;
   std::vector<std::pair<std::string, double>> timings;  // wall seconds per step, for Report::timings
