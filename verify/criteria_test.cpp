@@ -199,6 +199,22 @@ TEST(Verdict, OnlyNearTiesAtHugeScoresAreUnresolved) {
     }
 }
 
+// A negative scale: the fp32 flash baseline (a replica that keeps the max of raw scores) is run on
+// -q and -scale, the same scores, so it is a real baseline rather than NaN.
+TEST(Verdict, TheFp32FlashBaselineHoldsForANegativeScale) {
+  Problem p{1, 2, 1, 70, 90, 32, 32, Causal::bottom_right, {}, DType::f32};
+  p.scale = -0.2;
+  const Inputs in = make_inputs(p, flashcheck::testing::seed_for(55));
+  const Expected ref = make_expected(p, in);
+  ASSERT_EQ(ref.flash_baseline.size(), ref.oracle.o.size());
+  double worst = 0;
+  for (size_t e = 0; e < ref.oracle.o.size(); ++e) {
+    ASSERT_TRUE(std::isfinite(ref.flash_baseline[e])) << "element " << e;
+    worst = std::max(worst, std::fabs(ref.flash_baseline[e] - ref.oracle.o[e]));
+  }
+  EXPECT_LT(worst, 1e-5);
+}
+
 TEST(Verdict, AllZeroOutputFails) {
   Fixture f(Problem{1, 2, 2, 64, 64, 32, 32, Causal::none, {}, DType::bf16}, 42);
   Report r = f.judge(std::vector<float>(f.good.o.size(), 0.0f), f.good.lse);
