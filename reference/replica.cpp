@@ -45,7 +45,12 @@ ReplicaResult replica_attention(const Problem& p, const Inputs& in, const Replic
   res.o.assign(static_cast<size_t>(p.batch * p.heads_q * nr * dv), 0.0f);
   res.lse.assign(static_cast<size_t>(p.batch * p.heads_q * nr), -kInf);
   // With exp2 the scale carries log2(e): exp(x·s) = 2^(x·s·log2 e), folded into one multiply.
-  const float scale = static_cast<float>(p.softmax_scale()) * (cfg.use_exp2 ? kLog2eF : 1.0f);
+  // The running max is kept over raw scores, as the kernels do, which is right only for a positive
+  // scale: with scale < 0 the largest raw score is the smallest scaled one and every exponent turns
+  // positive. So the raw scores are taken with the scale's sign (S = -Q Kᵀ for scale < 0, exact)
+  // and |scale| multiplies them: the same scaled scores, and the very same bits for scale > 0.
+  const bool negative_scale = p.softmax_scale() < 0;
+  const float scale = static_cast<float>(std::fabs(p.softmax_scale())) * (cfg.use_exp2 ? kLog2eF : 1.0f);
   const float init_max = cfg.finite_neg_inf ? kFiniteNegInf : -kInf;
   auto ex = [&](float x) { return cfg.use_exp2 ? std::exp2(x) : std::exp(x); };
   // One task = one chunk of up to Br evaluated rows of one (b, h). With every row evaluated a chunk
@@ -91,6 +96,7 @@ ReplicaResult replica_attention(const Problem& p, const Inputs& in, const Replic
       Eigen::Map<const MatF> K(kp + k0 * dqk, nk, dqk);
       Eigen::Map<const MatF> V(vp + k0 * dv, nk, dv);
       MatF S = Q * K.transpose();  // raw scores, fp32 accumulation
+      if (negative_scale) S = -S;
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t n = visible_keys(p, row(i));
         for (int64_t j = 0; j < nk; ++j)

@@ -31,7 +31,7 @@ struct ReplicaConfig {
 // Running state of one row after one KV tile, for finding the first tile where a kernel diverges.
 struct TraceEntry {
   int64_t batch, head, row, kv_tile;
-  float m;               // running max of raw (unscaled) scores
+  float m;               // running max of raw (unscaled) scores, taken with the scale's sign
   float l;               // running sum of exp(scaled score - scaled max), or of exp2 of the same in
                          // log2 units when the replica runs with use_exp2 (the scale then carries log2 e)
   std::vector<float> o;  // unnormalised O row

@@ -47,14 +47,23 @@ bool is_flagged(MapFlag f) {
          f == MapFlag::outside_contenders;
 }
 
-// Where each checked row stands among Expected::unresolved: -1, or its position there.
-std::vector<int32_t> unresolved_lookup(const Expected& ref, int64_t all_rows) {
-  std::vector<int32_t> at;
-  if (ref.unresolved.empty()) return at;
-  at.assign(static_cast<size_t>(all_rows), -1);
-  for (size_t u = 0; u < ref.unresolved.size(); ++u) at[static_cast<size_t>(ref.unresolved[u].index)] = static_cast<int32_t>(u);
-  return at;
-}
+// Each checked row's entry in Expected::unresolved, or null: built once, asked per row.
+class UnresolvedLookup {
+ public:
+  UnresolvedLookup(const Expected& ref, int64_t all_rows) : ref_(ref) {
+    if (ref.unresolved.empty()) return;
+    at_.assign(static_cast<size_t>(all_rows), -1);
+    for (size_t u = 0; u < ref.unresolved.size(); ++u) at_[static_cast<size_t>(ref.unresolved[u].index)] = static_cast<int32_t>(u);
+  }
+  const Expected::UnresolvedRow* operator()(int64_t row) const {
+    if (at_.empty() || at_[static_cast<size_t>(row)] < 0) return nullptr;
+    return &ref_.unresolved[static_cast<size_t>(at_[static_cast<size_t>(row)])];
+  }
+
+ private:
+  const Expected& ref_;
+  std::vector<int32_t> at_;
+};
 
 // An element of a row fp32 cannot resolve: any softmax weights over its contenders give a value in
 // [lo, hi]; the slack covers the output's rounding and P rounded to 16 bits before P·V (Σ of the
@@ -103,7 +112,7 @@ ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& 
     empty[static_cast<size_t>(ri)] = n == 0;
     cell[static_cast<size_t>(ri)] = static_cast<size_t>((row / m.tile_q) * m.kv_tiles + std::max<int64_t>(n - 1, 0) / m.tile_kv);
   }
-  const std::vector<int32_t> unresolved_at = unresolved_lookup(ref, bh_n * nr);
+  const UnresolvedLookup unresolved(ref, bh_n * nr);
   auto flag_element = [&](int64_t bh, int64_t ri, int64_t col, MapFlag f) {
     ++m.flagged_total;
     if (m.flagged.size() < ErrorMaps::kMaxFlagged)
@@ -114,8 +123,7 @@ ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& 
       for (int64_t c = 0; c < dv; ++c) {
         const size_t e = static_cast<size_t>((bh * nr + ri) * dv + c);
         MapFlag f = classify_o(p.dtype, kernel.o[e], oracle.o[e], empty[static_cast<size_t>(ri)]);
-        if (f == MapFlag::ok && !unresolved_at.empty() && unresolved_at[static_cast<size_t>(bh * nr + ri)] >= 0)
-          f = classify_unresolved(p.dtype, kernel.o[e], ref.unresolved[static_cast<size_t>(unresolved_at[static_cast<size_t>(bh * nr + ri)])], c);
+        if (const auto* u = unresolved(bh * nr + ri); f == MapFlag::ok && u) f = classify_unresolved(p.dtype, kernel.o[e], *u, c);
         const size_t t = cell[static_cast<size_t>(ri)];
         float ratio = NAN;
         if (f == MapFlag::ok) {
@@ -212,15 +220,13 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   constexpr int64_t kChunkRows = 256;
   const int64_t all_rows = bh_n * nr, n_chunks = (all_rows + kChunkRows - 1) / kChunkRows;
   std::vector<Partial> parts(static_cast<size_t>(n_chunks));
-  const std::vector<int32_t> unresolved_at = unresolved_lookup(ref, all_rows);
+  const UnresolvedLookup unresolved_row(ref, all_rows);
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t c = 0; c < n_chunks; ++c) {
     Partial& a = parts[static_cast<size_t>(c)];
     for (int64_t gr = c * kChunkRows; gr < std::min(all_rows, (c + 1) * kChunkRows); ++gr) {
       const bool empty_row = visible_keys(p, oracle.row_at(gr % nr)) == 0;
-      const Expected::UnresolvedRow* unresolved =
-          unresolved_at.empty() || unresolved_at[static_cast<size_t>(gr)] < 0 ? nullptr
-                                                                            : &ref.unresolved[static_cast<size_t>(unresolved_at[static_cast<size_t>(gr)])];
+      const Expected::UnresolvedRow* unresolved = unresolved_row(gr);
       for (size_t e = static_cast<size_t>(gr * dv); e < static_cast<size_t>((gr + 1) * dv); ++e) {
         const float k = kernel.o[e];
         const double o = oracle.o[e];

@@ -199,8 +199,8 @@ TEST(Verdict, OnlyNearTiesAtHugeScoresAreUnresolved) {
     }
 }
 
-// A negative scale: the fp32 flash baseline (a replica that keeps the max of raw scores) is run on
-// -q and -scale, the same scores, so it is a real baseline rather than NaN.
+// A negative scale: the fp32 flash baseline (a replica that keeps its running max over raw scores,
+// taken with the scale's sign) is a real baseline, not the NaN a raw-score max gives.
 TEST(Verdict, TheFp32FlashBaselineHoldsForANegativeScale) {
   Problem p{1, 2, 1, 70, 90, 32, 32, Causal::bottom_right, {}, DType::f32};
   p.scale = -0.2;
