@@ -202,9 +202,9 @@ constexpr double kFaint = -708.3964185322641;  // log(DBL_MIN)
 void check_oracle(const Problem& p, const Inputs& in, const OracleResult& want, const OracleResult& got,
                   double eta_got, Agreement& a) {
   const double eta_cpu = 4 * kU;
-  const int64_t nr = want.num_rows, dqk = p.head_dim_qk, dv = p.head_dim_v;
+  const int64_t nr = want.num_rows(), dqk = p.head_dim_qk, dv = p.head_dim_v;
   const double sigma = p.softmax_scale();
-  if (got.num_rows != nr || got.o.size() != want.o.size() || got.lse.size() != want.lse.size())
+  if (got.num_rows() != nr || got.o.size() != want.o.size() || got.lse.size() != want.lse.size())
     return a.fail("result shapes differ");
   // Lowest set bit of every q and k element (for the exactness test of step 1), computed once.
   auto low_bits = [](const std::vector<float>& x) {
@@ -385,9 +385,8 @@ void check_baseline(const Problem& p, const Inputs& in, std::span<const int64_t>
 // holds for an order other than Eigen's and that it is tight enough to fail when tightened 100×.
 OracleResult reordered_twin(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
   OracleResult r;
-  r.rows.assign(rows.begin(), rows.end());
-  r.num_rows = rows.empty() ? p.seq_q : static_cast<int64_t>(rows.size());
-  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, nr = r.num_rows;
+  r.rows = RowSet::same(p, rows);
+  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, nr = r.num_rows();
   r.o.assign(static_cast<size_t>(p.batch * p.heads_q * nr * dv), 0.0);
   r.lse.assign(static_cast<size_t>(p.batch * p.heads_q * nr), -INFINITY);
   const int64_t dpad = (dqk + 15) / 16 * 16;
@@ -610,7 +609,7 @@ TEST(GpuOracle, QueriesBeyondTwoPow31ElementsInOnePiece) {
     Inputs slice{{in.q.begin() + h * 128 * 256, in.q.begin() + (h + 1) * 128 * 256}, in.k, in.v};
     const OracleResult cpu = naive_attention(one, slice);
     OracleResult mine;
-    mine.num_rows = 128;
+    mine.rows = RowSet::all(one);
     mine.o.assign(gpu.o.begin() + h * 128 * 32, gpu.o.begin() + (h + 1) * 128 * 32);
     mine.lse.assign(gpu.lse.begin() + h * 128, gpu.lse.begin() + (h + 1) * 128);
     check_oracle(one, slice, cpu, mine, 2 * kU, a);

@@ -18,6 +18,8 @@
 #include <stdexcept>
 
 #include "reference/mask.h"
+#include "reference/score_mod.h"
+#include "reference/sequences.h"
 
 namespace flashcheck {
 
@@ -224,10 +226,11 @@ struct Lap {
 // One unit of work: a block of query rows of one (batch, query head).
 struct Task {
   int64_t kv;    // index into this chunk's widened K/V heads
-  int64_t bh;    // b * heads_q + hq
-  int64_t r0;    // first row (index into OracleResult rows)
+  int64_t b, h;  // sequence and query head
+  int64_t r0;    // first row (index into the sequence's evaluated rows)
   int64_t nb;    // rows in the block
-  int64_t ncols; // keys any row of the block sees: later keys are never touched
+  int64_t c0;    // first key any row of the block sees
+  int64_t ncols; // keys from c0 on that some row of the block sees: others are never touched
 };
 
 // Step 1: scores S = (Q Kᵀ) · scale, one fp64 GEMM (nb × ncols, row-major). BLAS applies alpha to
@@ -238,26 +241,44 @@ void scores(int64_t nb, int64_t ncols, int64_t dqk, double scale, const double* 
               scale, q, static_cast<int>(dqk), k, static_cast<int>(dqk), 0.0, s, static_cast<int>(ncols));
 }
 
-// Step 2, one row of S with n of its ncols keys visible: row max, exp, sum. Leaves E = exp(s - max)
-// in s (masked keys exactly 0), writes the row's LSE and returns the sum ℓ. The division by ℓ is
-// left to the Dv outputs (step 4) instead of the Skv exponentials: the same quotient up to one
-// rounding, and Skv/Dv times fewer divides.
-double softmax_row(const RowKernels& rk, double* s, int64_t n, int64_t ncols, double* lse) {
-  if (n == 0) {  // sees no key: O = 0, LSE = -inf (set by the caller)
+// What one row adds to its scores before the softmax: softcap, ALiBi bias and the sink logit
+// (reference/score_mod.h), in fp64.
+struct RowMods {
+  Softcap<double> cap;
+  AlibiBias<double> bias;
+  double sink = -std::numeric_limits<double>::infinity();  // −inf: no sink
+  bool any() const { return cap.active() || bias.active(); }
+};
+
+// Step 2, one row of S (ncols columns from key c0 on) whose visible keys are [lo, hi) of the
+// sequence: modifiers, row max, exp, sum. Leaves E = exp(s - max) in s (keys outside [lo, hi)
+// exactly 0), writes the row's LSE and returns the sum ℓ (the sink's share included). The
+// division by ℓ is left to the Dv outputs (step 4) instead of the Skv exponentials: the same
+// quotient up to one rounding, and Skv/Dv times fewer divides.
+double softmax_row(const RowKernels& rk, double* s, int64_t row, KeyRange vis, int64_t c0, int64_t ncols,
+                   const RowMods& mods, double* lse) {
+  const int64_t n = vis.count();
+  if (n == 0) {  // sees no key: O = 0, LSE = -inf (set by the caller), with or without a sink
     std::fill_n(s, ncols, 0.0);
     return 0.0;
   }
-  const RowMax mx = rk.row_max(s, n);
-  const double m = mx.m;
-  if (mx.nan || m == kNegInf || m == std::numeric_limits<double>::infinity()) {
+  double* const x = s + (vis.lo - c0);
+  if (mods.any())
+    for (int64_t j = 0; j < n; ++j) x[j] = mods.cap(x[j]) + mods.bias(row, vis.lo + j);
+  const RowMax mx = rk.row_max(x, n);
+  // The sink joins the max too: a sink far above every score would otherwise overflow exp.
+  const double m = std::max(mx.m, mods.sink);
+  if (mx.nan || mx.m == kNegInf || m == std::numeric_limits<double>::infinity()) {
     // NaN scores, all scores -inf (0/0) or a +inf score (inf - inf): the softmax itself is
     // undefined, so the row is NaN rather than anything a kernel could match by accident.
     std::fill_n(s, ncols, std::numeric_limits<double>::quiet_NaN());
     *lse = std::numeric_limits<double>::quiet_NaN();
     return std::numeric_limits<double>::quiet_NaN();
   }
-  const double l = rk.exp_sum(s, n, m);
-  std::fill(s + n, s + ncols, 0.0);
+  double l = rk.exp_sum(x, n, m);
+  if (mods.sink > kNegInf) l += std::exp(mods.sink - m);  // in the denominator, with no value
+  std::fill(s, x, 0.0);
+  std::fill(x + n, s + ncols, 0.0);
   *lse = m + std::log(l);
   return l;
 }
@@ -270,7 +291,7 @@ void weighted_sum(int64_t nb, int64_t ncols, int64_t dv, const double* e, const 
 
 // Step 4, one row: O = U / ℓ. With non-finite values in V (v_finite false) U is not taken from the
 // block GEMM: 0 · Inf and 0 · NaN are NaN, so a masked key (E = 0) must not reach the row, and the
-// row is recomputed over its n visible keys only.
+// row is recomputed over its visible keys only (e and v both start at the row's first visible key).
 void store_row(double* dst, const double* u, const double* e, const double* v, int64_t n, int64_t dv, double l,
                bool v_finite) {
   if (n == 0) return;  // O stays 0
@@ -286,51 +307,61 @@ void store_row(double* dst, const double* u, const double* e, const double* v, i
 }  // namespace
 
 OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+  return naive_attention(p, in, RowSet::same(p, rows));
+}
+
+OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& rows) {
   const auto call_start = std::chrono::steady_clock::now();
   validate(p);
+  validate_side_inputs(p, in);
   if (static_cast<int64_t>(in.q.size()) != p.q_elems() || static_cast<int64_t>(in.k.size()) != p.k_elems() ||
       static_cast<int64_t>(in.v.size()) != p.v_elems())
     throw std::invalid_argument("naive_attention: input sizes do not match the problem");
+  if (rows.batch() != p.batch) throw std::invalid_argument("naive_attention: the row set is for another batch size");
   // CBLAS (LP64) takes int dimensions and leading dimensions.
   if (p.seq_kv > INT_MAX || p.head_dim_qk > INT_MAX || p.head_dim_v > INT_MAX)
     throw std::invalid_argument("naive_attention: seq_kv and head dims must fit the 32-bit CBLAS interface");
+  const Sequences seqs(p);
   OracleResult r;
-  r.rows.assign(rows.begin(), rows.end());
-  for (size_t i = 0; i < r.rows.size(); ++i) {
-    if (r.rows[i] < 0 || r.rows[i] >= p.seq_q) throw std::out_of_range("naive_attention: row out of range");
-    if (i && r.rows[i] <= r.rows[i - 1]) throw std::invalid_argument("naive_attention: rows must be ascending");
-  }
-  r.num_rows = r.rows.empty() ? p.seq_q : static_cast<int64_t>(r.rows.size());
-  const int64_t nr = r.num_rows, dqk = p.head_dim_qk, dv = p.head_dim_v, skv = p.seq_kv;
-  r.o = big_vector<double>(static_cast<size_t>(p.batch * p.heads_q * nr * dv));
-  r.lse.assign(static_cast<size_t>(p.batch * p.heads_q * nr), kNegInf);
-  if (nr == 0) return r;
+  r.rows = rows;
+  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hq = p.heads_q;
+  r.o = big_vector<double>(static_cast<size_t>(rows.total() * hq * dv));
+  r.lse.assign(static_cast<size_t>(rows.total() * hq), kNegInf);
+  if (rows.total() == 0) return r;
   const double scale = p.softmax_scale();
   const int64_t threads = omp_get_max_threads();
   const RowKernels& rk = row_kernels();
+  // The widest a row block's keys get: every used key, or for a window bounded on both sides its
+  // width plus the block's own rows.
+  int64_t skv_max = 0;
+  for (int64_t b = 0; b < p.batch; ++b) skv_max = std::max(skv_max, seqs.skv(b));
+  skv_max = std::max<int64_t>(skv_max, 1);
+  const bool narrow = p.window.left >= 0 && (p.window.right >= 0 || p.causal != Causal::none);
+  const int64_t width = narrow ? p.window.left + (p.causal != Causal::none ? 0 : p.window.right) + 1 : skv_max;
   // Tall blocks, but at least two per thread over the whole problem so no thread idles.
-  const int64_t all_rows = p.batch * p.heads_q * nr;
-  const int64_t row_block = std::min({nr, std::clamp<int64_t>(kScoreBudget / skv, 1, max_row_block()),
+  const int64_t all_rows = rows.total() * hq;
+  const int64_t row_block = std::min({std::clamp<int64_t>(kScoreBudget / std::min(skv_max, width + kMaxRowBlock), 1, max_row_block()),
                                       std::max<int64_t>(1, (all_rows + 2 * threads - 1) / (2 * threads))});
-  const int64_t nblocks = (nr + row_block - 1) / row_block;
+  // A block's keys run from its first row's first visible key to its last row's last: sampled
+  // rows far apart would make that much wider than what they see, so a block also ends where its
+  // span would pass this (the scratch holds row_block × span_cap scores).
+  const int64_t span_cap = std::min(skv_max, std::max<int64_t>(4 * width + row_block, 1024));
   const int64_t group = p.group();
 
   // KV heads are processed in chunks: a chunk's K and V are widened to fp64 once (every query head
-  // of a group reads them) and all its row blocks form one pool of tasks. Pooling several heads
-  // keeps every thread busy when one head has fewer blocks than threads, or causal blocks of very
-  // different sizes; the widened chunk is capped at the threads' score budget, so memory stays
-  // O(threads × row_block × seq_kv) plus one head's K/V.
+  // of a group reads them; fp8 values times their descale, exactly) and all its row blocks form one
+  // pool of tasks. Pooling several heads keeps every thread busy when one head has fewer blocks than
+  // threads, or causal blocks of very different sizes; the widened chunk is capped at the threads'
+  // score budget, so memory stays O(threads × row_block × seq_kv) plus a few heads' K/V.
   const int64_t kv_heads = p.batch * p.heads_kv;
-  const int64_t kv_doubles = skv * (dqk + dv);
-  const int64_t tasks_per_kv = group * nblocks;
-  const int64_t chunk = std::clamp<int64_t>((4 * threads + tasks_per_kv - 1) / tasks_per_kv, 1,
-                                            std::max<int64_t>(1, threads * kScoreBudget / kv_doubles));
+  auto kv_doubles = [&](int64_t bk) { return seqs.skv(bk / p.heads_kv) * (dqk + dv); };
   // Widened K/V (tens of MiB at long sequences), first touched by the threads that widen into it:
   // zero-filling it first would be a serial pass and, on a VM, a hypervisor trap per 4 KiB page.
   HugeBuffer<double> kvbuf;
   std::vector<char> v_finite;
+  std::vector<int64_t> kv_at;  // offset of each chunk head's widened K (its V follows)
   std::vector<Task> tasks;
-  // Per-thread scratch, kept across chunks: O(row_block × seq_kv) each.
+  // Per-thread scratch, kept across chunks: O(row_block × span_cap) each.
   struct Scratch {
     std::vector<double> q, u, l;
     HugeBuffer<double> s;  // scores, up to 16 MiB: huge pages, no zero pass (big_vector.h)
@@ -338,24 +369,49 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
   std::vector<Scratch> scratch(static_cast<size_t>(threads));
   std::vector<Profile> spent(static_cast<size_t>(threads));
   Profile serial;
+  const bool fp8 = is_fp8(p.dtype);
 
-  for (int64_t kv0 = 0; kv0 < kv_heads; kv0 += chunk) {
-    const int64_t nkv = std::min(chunk, kv_heads - kv0);
+  for (int64_t kv0 = 0; kv0 < kv_heads;) {
+    // The chunk: at least one KV head, more while they fit the threads' score budget and the
+    // pool is short of four tasks per thread.
+    int64_t nkv = 0, doubles = 0, pool = 0;
+    while (kv0 + nkv < kv_heads) {
+      const int64_t more = kv_doubles(kv0 + nkv);
+      if (nkv > 0 && (doubles + more > threads * kScoreBudget || pool >= 4 * threads)) break;
+      doubles += more;
+      pool += group * ((rows.count((kv0 + nkv) / p.heads_kv) + row_block - 1) / row_block);
+      ++nkv;
+    }
     Lap widen_lap;
-    double* const kvw = kvbuf.fit(static_cast<size_t>(nkv * kv_doubles));
+    double* const kvw = kvbuf.fit(static_cast<size_t>(std::max<int64_t>(doubles, 1)));
     v_finite.assign(static_cast<size_t>(nkv), 1);
-    auto Kw = [&](int64_t c) { return kvw + c * kv_doubles; };
-    auto Vw = [&](int64_t c) { return kvw + c * kv_doubles + skv * dqk; };
+    kv_at.assign(static_cast<size_t>(nkv) + 1, 0);
+    for (int64_t c = 0; c < nkv; ++c) kv_at[static_cast<size_t>(c) + 1] = kv_at[static_cast<size_t>(c)] + kv_doubles(kv0 + c);
+    auto skv_of = [&](int64_t c) { return seqs.skv((kv0 + c) / p.heads_kv); };
+    auto Kw = [&](int64_t c) { return kvw + kv_at[static_cast<size_t>(c)]; };
+    auto Vw = [&](int64_t c) { return kvw + kv_at[static_cast<size_t>(c)] + skv_of(c) * dqk; };
 
     tasks.clear();
     for (int64_t c = 0; c < nkv; ++c) {
       const int64_t b = (kv0 + c) / p.heads_kv, hk = (kv0 + c) % p.heads_kv;
-      for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq)
-        for (int64_t r0 = 0; r0 < nr; r0 += row_block) {
-          Task t{c, b * p.heads_q + hq, r0, std::min(row_block, nr - r0), 0};
-          // Rows ascend and visible_keys is monotone in the row: the block's last row sees most.
-          t.ncols = visible_keys(p, r.row_at(r0 + t.nb - 1));
+      const int64_t nr = rows.count(b);
+      for (int64_t hq_i = hk * group; hq_i < (hk + 1) * group; ++hq_i)
+        for (int64_t r0 = 0; r0 < nr;) {
+          // Rows ascend and both ends of a row's visible keys never decrease with the row, so the
+          // block's keys are [first row's lo, last row's hi).
+          Task t{c, b, hq_i, r0, 0, 0, 0};
+          const KeyRange first = visible_range(p, b, rows.row(b, r0));
+          int64_t hi = first.hi;
+          while (t.nb < row_block && r0 + t.nb < nr) {
+            const KeyRange kr = visible_range(p, b, rows.row(b, r0 + t.nb));
+            if (t.nb > 0 && kr.hi - first.lo > span_cap) break;
+            hi = std::max(hi, kr.hi);
+            ++t.nb;
+          }
+          t.c0 = first.lo;
+          t.ncols = std::max<int64_t>(hi - first.lo, 0);
           if (t.ncols > 0) tasks.push_back(t);  // a block that sees nothing keeps O = 0, LSE = -inf
+          r0 += t.nb;
         }
     }
     // Largest first (causal blocks differ up to seq_kv-fold), so the dynamic schedule ends evenly.
@@ -369,6 +425,13 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
     // halves join the tail), down to kMinSplitRows: the last rounds get short, like OpenMP's guided
     // schedule but decided before the run, so the grouping of rows never depends on timing. The
     // results do not depend on how rows are grouped into tasks.
+    auto cols_of = [&](Task& t) {
+      const KeyRange a = visible_range(p, t.b, rows.row(t.b, t.r0));
+      int64_t hi = a.hi;
+      for (int64_t i = 1; i < t.nb; ++i) hi = std::max(hi, visible_range(p, t.b, rows.row(t.b, t.r0 + i)).hi);
+      t.c0 = a.lo;
+      t.ncols = std::max<int64_t>(hi - a.lo, 0);
+    };
     for (bool split = true; split;) {
       split = false;
       int64_t after = 0;  // work of the tasks after tasks[i] (smallest last)
@@ -378,10 +441,11 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
         if (t.nb >= 2 * kMinSplitRows && work * threads > after + work) {
           Task tail = t;
           t.nb /= 2;
-          t.ncols = visible_keys(p, r.row_at(t.r0 + t.nb - 1));
+          cols_of(t);
           tail.r0 += t.nb;
           tail.nb -= t.nb;
-          tasks.push_back(tail);
+          cols_of(tail);
+          if (tail.ncols > 0) tasks.push_back(tail);
           split = true;
         }
         after += work;
@@ -393,13 +457,22 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
     {
       // Widen this chunk's KV heads once, in slabs of rows spread over the threads.
       constexpr int64_t kSlab = 512;
-      const int64_t slabs = (skv + kSlab - 1) / kSlab;
+      int64_t slabs_total = 0;
+      for (int64_t c = 0; c < nkv; ++c) slabs_total += (skv_of(c) + kSlab - 1) / kSlab;
 #pragma omp for schedule(static)
-      for (int64_t x = 0; x < nkv * slabs; ++x) {
-        const int64_t c = x / slabs, j0 = (x % slabs) * kSlab, nj = std::min(kSlab, skv - j0);
-        const size_t off = static_cast<size_t>((kv0 + c) * skv + j0);
-        MapD(Kw(c) + j0 * dqk, nj, dqk) = Eigen::Map<const MatF>(in.k.data() + off * dqk, nj, dqk).cast<double>();
-        MapD(Vw(c) + j0 * dv, nj, dv) = Eigen::Map<const MatF>(in.v.data() + off * dv, nj, dv).cast<double>();
+      for (int64_t x = 0; x < slabs_total; ++x) {
+        int64_t c = 0, rest = x;
+        while (rest >= (skv_of(c) + kSlab - 1) / kSlab) rest -= (skv_of(c++) + kSlab - 1) / kSlab;
+        const int64_t skv = skv_of(c), j0 = rest * kSlab, nj = std::min(kSlab, skv - j0);
+        const int64_t b = (kv0 + c) / p.heads_kv, hk = (kv0 + c) % p.heads_kv;
+        const float* ks = in.k.data() + seqs.k_row(b, hk, j0);
+        const float* vs = in.v.data() + seqs.v_row(b, hk, j0);
+        MapD(Kw(c) + j0 * dqk, nj, dqk) = Eigen::Map<const MatF>(ks, nj, dqk).cast<double>();
+        MapD(Vw(c) + j0 * dv, nj, dv) = Eigen::Map<const MatF>(vs, nj, dv).cast<double>();
+        if (fp8) {  // an fp8 value times an fp32 descale is exact in fp64 (4 + 24 significant bits)
+          MapD(Kw(c) + j0 * dqk, nj, dqk) *= descale_of(p, in.descale_k, b, hk);
+          MapD(Vw(c) + j0 * dv, nj, dv) *= descale_of(p, in.descale_v, b, hk);
+        }
         // 0 · Inf and 0 · NaN are NaN: with non-finite values, a masked key must not reach a row
         // through the block GEMM, so such heads take the row-by-row path of store_row.
         if (!MapD(Vw(c) + j0 * dv, nj, dv).allFinite()) {
@@ -417,34 +490,48 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
       sc.q.resize(static_cast<size_t>(row_block * dqk));
       sc.u.resize(static_cast<size_t>(row_block * dv));
       sc.l.resize(static_cast<size_t>(row_block));
-      double* const s = sc.s.fit(static_cast<size_t>(row_block * skv));
+      double* const s = sc.s.fit(static_cast<size_t>(row_block * std::max(span_cap, int64_t{1})));
       lap(mine.setup);
 #pragma omp for schedule(dynamic, 1) nowait
       for (size_t ti = 0; ti < tasks.size(); ++ti) {
         const Task& t = tasks[ti];
         const bool vf = v_finite[static_cast<size_t>(t.kv)];
-        const float* qh = in.q.data() + static_cast<size_t>(t.bh) * static_cast<size_t>(p.seq_q * dqk);
-        for (int64_t i = 0; i < t.nb; ++i)
-          MapD(sc.q.data() + i * dqk, 1, dqk) = Eigen::Map<const MatF>(qh + r.row_at(t.r0 + i) * dqk, 1, dqk).cast<double>();
+        const int64_t hk = (kv0 + t.kv) % p.heads_kv;
+        const double q_descale = fp8 ? descale_of(p, in.descale_q, t.b, hk) : 1.0;
+        for (int64_t i = 0; i < t.nb; ++i) {
+          MapD(sc.q.data() + i * dqk, 1, dqk) =
+              Eigen::Map<const MatF>(in.q.data() + seqs.q_row(t.b, t.h, rows.row(t.b, t.r0 + i)), 1, dqk).cast<double>();
+          if (fp8) MapD(sc.q.data() + i * dqk, 1, dqk) *= q_descale;
+        }
         lap(mine.widen);
         // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
-        scores(t.nb, t.ncols, dqk, scale, sc.q.data(), Kw(t.kv), s);
+        scores(t.nb, t.ncols, dqk, scale, sc.q.data(), Kw(t.kv) + t.c0 * dqk, s);
         lap(mine.scores);
+        RowMods mods;
+        mods.cap.cap = p.softcap;
+        mods.bias = alibi_for<double>(p, in.alibi_slopes.data(), t.b, t.h);
+        if (p.sinks) mods.sink = in.sinks[static_cast<size_t>(t.h)];
         // Row by row, so each row's passes run in cache.
-        for (int64_t i = 0; i < t.nb; ++i)
-          sc.l[static_cast<size_t>(i)] = softmax_row(rk, s + i * t.ncols, visible_keys(p, r.row_at(t.r0 + i)), t.ncols,
-                                                     &r.lse[static_cast<size_t>(t.bh * nr + t.r0 + i)]);
+        for (int64_t i = 0; i < t.nb; ++i) {
+          const int64_t row = rows.row(t.b, t.r0 + i);
+          sc.l[static_cast<size_t>(i)] =
+              softmax_row(rk, s + i * t.ncols, row, visible_range(p, t.b, row), t.c0, t.ncols, mods,
+                          &r.lse[static_cast<size_t>(rows.index(t.b, t.h, t.r0 + i, hq))]);
+        }
         lap(mine.softmax);
-        if (vf) weighted_sum(t.nb, t.ncols, dv, s, Vw(t.kv), sc.u.data());
+        if (vf) weighted_sum(t.nb, t.ncols, dv, s, Vw(t.kv) + t.c0 * dv, sc.u.data());
         lap(mine.pv);
-        for (int64_t i = 0; i < t.nb; ++i)
-          store_row(&r.o[static_cast<size_t>((t.bh * nr + t.r0 + i) * dv)], sc.u.data() + i * dv, s + i * t.ncols, Vw(t.kv),
-                    visible_keys(p, r.row_at(t.r0 + i)), dv, sc.l[static_cast<size_t>(i)], vf);
+        for (int64_t i = 0; i < t.nb; ++i) {
+          const KeyRange vis = visible_range(p, t.b, rows.row(t.b, t.r0 + i));
+          store_row(&r.o[static_cast<size_t>(rows.index(t.b, t.h, t.r0 + i, hq) * dv)], sc.u.data() + i * dv,
+                    s + i * t.ncols + (vis.lo - t.c0), Vw(t.kv) + vis.lo * dv, vis.count(), dv, sc.l[static_cast<size_t>(i)], vf);
+        }
         lap(mine.store);
       }
 #pragma omp barrier
       lap(mine.idle);  // this thread's wait for the last task of the chunk
     }
+    kv0 += nkv;
   }
   if (profiling()) {
     Profile all;

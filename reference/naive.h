@@ -6,27 +6,34 @@
 
 #include "reference/inputs.h"
 #include "reference/problem.h"
+#include "reference/rows.h"
 
 namespace flashcheck {
 
 struct OracleResult {
-  // Query rows evaluated (ascending, the same for every (batch, head)); empty means all seq_q rows.
-  std::vector<int64_t> rows;
-  int64_t num_rows = 0;     // rows.size(), or seq_q when rows is empty
-  std::vector<double> o;    // [B, Hq, num_rows, Dv]
-  std::vector<double> lse;  // [B, Hq, num_rows], natural log
+  RowSet rows;              // the query rows evaluated, per sequence (reference/rows.h)
+  std::vector<double> o;    // [rows.index(b, h, r, Hq)][Dv]
+  std::vector<double> lse;  // [rows.index(b, h, r, Hq)], natural log
 
-  int64_t row_at(int64_t r) const { return rows.empty() ? r : rows[static_cast<size_t>(r)]; }
+  // Problem model 1's view, for dense problems evaluated on the same rows in every sequence:
+  // results are [B, Hq, num_rows()], row r of every (b, h) being row_at(r).
+  int64_t num_rows() const { return rows.batch() ? rows.count(0) : 0; }
+  int64_t row_at(int64_t r) const { return rows.row(0, r); }
 };
 
 // Exact up to fp64 rounding: S = Q Kᵀ and O = P V are BLAS fp64 GEMMs over inputs widened from
-// their dtype, the softmax is max-shifted in fp64. Conventions, stated once:
-//  - a row that sees no key gets O = 0 and LSE = -inf;
+// their dtype (and multiplied by their fp8 descale, exactly), every variant applied in fp64 in the
+// order reference/problem.h states: scale, softcap, mask, ALiBi bias, softmax with the sink
+// logit in the denominator. Conventions, stated once:
+//  - a row that sees no key gets O = 0 and LSE = -inf (with or without a sink);
 //  - a NaN anywhere in a row's visible scores or values propagates to that row (IEEE semantics);
-//    the oracle never hides a NaN.
-// Memory is O(row_block × seq_kv) per thread plus the widened K/V of one head: seq 131072 at
-// D=128 stays well under 1 GiB. `rows` (optional, each in [0, seq_q)) restricts evaluation to those
-// query rows of every (batch, head): this is how huge shapes are checked by sampling.
+//    the oracle never hides a NaN. Keys a row does not see never reach it, whatever they hold.
+// Cost follows the visible work: each block of rows computes only the keys its rows see (a window
+// costs O(Sq·window)), each sequence of a varlen batch its own lengths. Memory is
+// O(row_block × seq_kv) per thread plus the widened K/V of a few heads: seq 131072 at D=128 stays
+// well under 1 GiB. `rows` restricts evaluation to those query rows (sampling for huge shapes).
+OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& rows);
+// Every row, or the same rows (ascending, unique) in every sequence (empty: every row).
 OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
 
 }  // namespace flashcheck

@@ -77,7 +77,7 @@ struct Control {
   volatile uint64_t addr;
 };
 
-struct Layout {
+struct BufferLayout {
   uint64_t file_bytes = 0;
   WireBuffer buf[kBuffers]{};
   uint64_t payload_off(int i) const { return buf[i].file_off + buf[i].region - buf[i].payload; }
@@ -87,12 +87,12 @@ size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
-Layout layout_for(const Problem& p) {
+BufferLayout layout_for(const Problem& p) {
   const uint64_t page = page_size(), db = static_cast<uint64_t>(dtype_bytes(p.dtype));
   const uint64_t payload[kBuffers] = {static_cast<uint64_t>(p.q_elems()) * db, static_cast<uint64_t>(p.k_elems()) * db,
                                       static_cast<uint64_t>(p.v_elems()) * db, static_cast<uint64_t>(p.o_elems()) * db,
                                       static_cast<uint64_t>(p.lse_elems()) * 4};
-  Layout l;
+  BufferLayout l;
   uint64_t off = page;  // the control page comes first
   for (int i = 0; i < kBuffers; ++i) {
     const uint64_t region = round_up(std::max<uint64_t>(payload[i], 1), page);
@@ -103,7 +103,7 @@ Layout layout_for(const Problem& p) {
   return l;
 }
 
-Request to_wire(const Problem& p, const Layout& l) {
+Request to_wire(const Problem& p, const BufferLayout& l) {
   Request r{};
   r.magic = kMagic;
   r.op = 1;
@@ -584,7 +584,7 @@ struct KernelWorker::Impl {
   }
 
   // After an unexpected end: what the case's verdict says.
-  AbnormalEnd describe(int status, const Layout* l, const char* when) const {
+  AbnormalEnd describe(int status, const BufferLayout* l, const char* when) const {
     if (WIFEXITED(status)) return {"kernel_crashed", "exited " + std::to_string(WEXITSTATUS(status)) + when, false};
     if (!WIFSIGNALED(status)) return {"kernel_crashed", std::string("ended with wait status ") + std::to_string(status) + when, false};
     const int sig = WTERMSIG(status);
@@ -674,7 +674,7 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
   };
   if (auto failed = w.ensure_started(waiting)) return finish(std::move(*failed));
 
-  const Layout l = layout_for(p);
+  const BufferLayout l = layout_for(p);
   if (ftruncate(w.shm, static_cast<off_t>(l.file_bytes)) != 0)
     throw std::runtime_error("cannot size the shared buffers to " + std::to_string(l.file_bytes) + " bytes: " + std::strerror(errno));
   void* mm = mmap(nullptr, l.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, w.shm, 0);

@@ -79,7 +79,7 @@ MapFlag classify_unresolved(DType dt, float k, const Expected::UnresolvedRow& u,
 ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt,
                      const Report& r, double unit) {
   const OracleResult& oracle = ref.oracle;
-  const int64_t nr = oracle.num_rows, dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
+  const int64_t nr = oracle.num_rows(), dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
   ErrorMaps m;
   m.unit = unit;
   // A grid past ~1M cells (tiny declared tiles on long sequences) says no more than a coarser one
@@ -171,14 +171,14 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   const OracleResult& oracle = ref.oracle;
   const std::vector<float>& baseline = ref.baseline;
   const Tolerance& tol = opt.tol;
-  const int64_t nr = oracle.num_rows, dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
+  const int64_t nr = oracle.num_rows(), dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
   const size_t n_o = static_cast<size_t>(bh_n * nr * dv);
   if (kernel.o.size() != n_o || baseline.size() != n_o || oracle.o.size() != n_o)
     throw std::invalid_argument("verify_output: kernel, baseline and oracle outputs differ in size");
   Report r;
   r.problem = p;
   r.rows_checked = nr;
-  r.sampled = !oracle.rows.empty();
+  r.sampled = !oracle.rows.is_all();
   r.elements = static_cast<int64_t>(n_o);
 
   // The output's scale, from the oracle alone: the baseline rule's atol and the ULP rule's

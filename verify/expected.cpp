@@ -11,6 +11,7 @@
 #include "reference/gpu_oracle/detail.h"
 #include "reference/mask.h"
 #include "reference/replica.h"
+#include "reference/sequences.h"
 #include "verify/baseline.h"
 #include "verify/metrics.h"
 #include "verify/report.h"
@@ -24,18 +25,20 @@ void lse_base2_to_natural(std::vector<float>& lse) {
 
 std::vector<float> select_rows(const Problem& p, std::span<const float> full, int64_t width,
                                const OracleResult& oracle) {
-  if (oracle.rows.empty()) {  // every row: one copy (of up to 10^9 elements)
+  const RowSet& rows = oracle.rows;
+  if (rows.is_all()) {  // every row: the logical layout itself, one copy (of up to 10^9 elements)
     std::vector<float> out = big_vector<float>(full.size());
     std::copy(full.begin(), full.end(), out.begin());
     return out;
   }
-  std::vector<float> out;
-  out.reserve(static_cast<size_t>(p.batch * p.heads_q * oracle.num_rows * width));
-  for (int64_t bh = 0; bh < p.batch * p.heads_q; ++bh)
-    for (int64_t r : oracle.rows) {
-      auto it = full.begin() + (bh * p.seq_q + r) * width;
-      out.insert(out.end(), it, it + width);
-    }
+  const Sequences seqs(p);
+  std::vector<float> out(static_cast<size_t>(rows.total() * p.heads_q * width));
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t r = 0; r < rows.count(b); ++r) {
+        auto it = full.begin() + seqs.lse_at(b, h, rows.row(b, r)) * width;
+        std::copy(it, it + width, out.begin() + rows.index(b, h, r, p.heads_q) * width);
+      }
   return out;
 }
 
@@ -76,7 +79,7 @@ namespace {
 // get their scores recomputed in fp64, in blocks of rows per KV head with one BLAS GEMM each, so a
 // production-size file of huge scores costs about what the CPU oracle's first GEMM does.
 void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
-  const int64_t nr = r.oracle.num_rows, dqk = p.head_dim_qk, dv = p.head_dim_v, skv = p.seq_kv;
+  const int64_t nr = r.oracle.num_rows(), dqk = p.head_dim_qk, dv = p.head_dim_v, skv = p.seq_kv;
   const double rounding = score_rounding(dqk), scale = p.softmax_scale();
   auto candidate = [&](size_t i) {
     return rounding * r.score_bound[i] >= kUnresolvedDelta && std::isfinite(r.oracle.lse[i]);
@@ -183,7 +186,7 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
     r.baseline = dtype_baseline(p, in, rows);
     lap("baseline (CPU)");
   }
-  const int64_t nr = r.oracle.num_rows;
+  const int64_t nr = r.oracle.num_rows();
   r.score_bound.resize(static_cast<size_t>(p.batch * p.heads_q * nr));
   auto norm = [](const float* x, int64_t n) {
     double s = 0;

@@ -459,10 +459,9 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<c
   std::vector<int64_t> all = checked_rows(p, in, rows, "naive_attention_gpu");
   require_available();
   OracleResult r;
-  r.rows.assign(rows.begin(), rows.end());
-  r.num_rows = static_cast<int64_t>(all.size());
-  r.o = big_vector<double>(static_cast<size_t>(p.batch * p.heads_q * r.num_rows * p.head_dim_v));
-  r.lse.resize(static_cast<size_t>(p.batch * p.heads_q * r.num_rows));
+  r.rows = RowSet::same(p, rows);
+  r.o = big_vector<double>(static_cast<size_t>(p.batch * p.heads_q * r.num_rows() * p.head_dim_v));
+  r.lse.resize(static_cast<size_t>(p.batch * p.heads_q * r.num_rows()));
   t_last.result_alloc_ms = ms_since(t0);
   Job j{p, in, Pipeline::oracle, std::move(all)};
   run(j, {&r.o, &r.lse, nullptr}, t0);
