@@ -4,12 +4,15 @@
 #include <cblas.h>
 #include <algorithm>
 #include <cmath>
+#include <bit>
+#include <cstdlib>
 #include <set>
 
 #include "reference/big_vector.h"
 #include "reference/gpu_oracle.h"
 #include "reference/gpu_oracle/detail.h"
 #include "reference/mask.h"
+#include "reference/score_mod.h"
 #include "reference/replica.h"
 #include "reference/sequences.h"
 #include "verify/baseline.h"
@@ -66,6 +69,29 @@ std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge, int
   return {s.begin(), s.end()};
 }
 
+RowSet sample_row_set(const Problem& p, int64_t count, int64_t edge, int64_t tile_q) {
+  if (!p.varlen()) return RowSet::same(p, sample_rows(p.seq_q, count, edge, tile_q));
+  std::vector<std::vector<int64_t>> per(static_cast<size_t>(p.batch));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    per[static_cast<size_t>(b)] = sample_rows(p.sq(b), count, edge, tile_q);
+    if (per[static_cast<size_t>(b)].empty())
+      for (int64_t i = 0; i < p.sq(b); ++i) per[static_cast<size_t>(b)].push_back(i);
+  }
+  return RowSet::per_sequence(p, per);
+}
+
+void alibi_lse_to_exact(const Problem& p, const Inputs& in, AlibiLse conv, std::vector<float>& lse) {
+  const Sequences seqs(p);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const double slope = p.alibi == Alibi::none ? 0.0 : alibi_slope(p, in.alibi_slopes.data(), b, h);
+      for (int64_t i = 0; i < seqs.sq(b); ++i) {
+        float& x = lse[static_cast<size_t>(seqs.lse_at(b, h, i))];
+        if (!is_poison(DType::f32, x)) x = static_cast<float>(static_cast<double>(x) - alibi_lse_shift(p, conv, slope, b, i));
+      }
+    }
+}
+
 double score_rounding(int64_t head_dim_qk) {
   constexpr double u = 0x1p-23;
   const double nu = static_cast<double>(head_dim_qk) * u;
@@ -74,12 +100,27 @@ double score_rounding(int64_t head_dim_qk) {
 
 namespace {
 
+using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// One KV head's keys widened to fp64 (fp8: times their descale, exactly).
+MatD widened_keys(const Problem& p, const Inputs& in, const Sequences& seqs, int64_t b, int64_t hk) {
+  MatD K = Eigen::Map<const MatF>(in.k.data() + seqs.k_row(b, hk, 0), seqs.skv(b), p.head_dim_qk).cast<double>();
+  if (is_fp8(p.dtype)) K *= descale_of(p, in.descale_k, b, hk);
+  return K;
+}
+
 // Expected::unresolved, from the score bounds. Rows whose bound δ stays under kUnresolvedDelta
 // (every row of normal, uniform and outlier inputs: δ ~ 1e-4..1e-1) cost one comparison; the rest
-// get their scores recomputed in fp64, in blocks of rows per KV head with one BLAS GEMM each, so a
-// production-size file of huge scores costs about what the CPU oracle's first GEMM does.
+// get their scores recomputed in fp64 (with the problem's softcap and ALiBi bias: the contenders
+// are the keys whose final scores lie near the max), in blocks of rows per KV head with one BLAS
+// GEMM each, so a production-size file of huge scores costs about what the CPU oracle's first GEMM
+// does. Softcap only shrinks score differences (tanh is 1-Lipschitz), so δ still bounds the error
+// of a capped score. A sink within reach of the max takes weight too, with the value 0: it joins
+// the contenders as a zero row.
 void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
-  const int64_t nr = r.oracle.num_rows(), dqk = p.head_dim_qk, dv = p.head_dim_v, skv = p.seq_kv;
+  const RowSet& rs = r.oracle.rows;
+  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hq = p.heads_q;
   const double rounding = score_rounding(dqk), scale = p.softmax_scale();
   auto candidate = [&](size_t i) {
     return rounding * r.score_bound[i] >= kUnresolvedDelta && std::isfinite(r.oracle.lse[i]);
@@ -87,8 +128,7 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
   bool any = false;
   for (size_t i = 0; i < r.score_bound.size() && !any; ++i) any = candidate(i);
   if (!any) return;
-  using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Sequences seqs(p);
   constexpr int64_t kBlock = 128;  // candidate rows per GEMM
   const int64_t kv_heads = p.batch * p.heads_kv;
   std::vector<std::vector<Expected::UnresolvedRow>> found(static_cast<size_t>(kv_heads));
@@ -97,11 +137,14 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
     const int64_t b = bk / p.heads_kv, hk = bk % p.heads_kv;
     std::vector<std::pair<int64_t, int64_t>> rows;  // (h, ri) of this KV head's candidates, in index order
     for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
-      for (int64_t ri = 0; ri < nr; ++ri)
-        if (candidate(static_cast<size_t>((b * p.heads_q + h) * nr + ri))) rows.emplace_back(h, ri);
+      for (int64_t ri = 0; ri < rs.count(b); ++ri)
+        if (candidate(static_cast<size_t>(rs.index(b, h, ri, hq)))) rows.emplace_back(h, ri);
     if (rows.empty()) continue;
-    const float* vf = in.v.data() + static_cast<size_t>(bk * skv * dv);
-    const MatD K = Eigen::Map<const MatF>(in.k.data() + static_cast<size_t>(bk * skv * dqk), skv, dqk).cast<double>();
+    const float* vf = in.v.data() + seqs.v_row(b, hk, 0);
+    const double v_mul = is_fp8(p.dtype) ? descale_of(p, in.descale_v, b, hk) : 1.0;
+    const MatD K = widened_keys(p, in, seqs, b, hk);
+    const double q_mul = is_fp8(p.dtype) ? descale_of(p, in.descale_q, b, hk) : 1.0;
+    const Softcap<double> cap{p.softcap};
     MatD Q, S;
     for (size_t c0 = 0; c0 < rows.size(); c0 += kBlock) {
       const int64_t m = static_cast<int64_t>(std::min<size_t>(kBlock, rows.size() - c0));
@@ -109,10 +152,9 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
       int64_t ncols = 0;
       for (int64_t i = 0; i < m; ++i) {
         const auto [h, ri] = rows[c0 + static_cast<size_t>(i)];
-        const int64_t row = r.oracle.row_at(ri);
-        ncols = std::max(ncols, visible_keys(p, row));
-        Q.row(i) = Eigen::Map<const Eigen::RowVectorXf>(in.q.data() + static_cast<size_t>(((b * p.heads_q + h) * p.seq_q + row) * dqk), dqk)
-                       .cast<double>();
+        const int64_t row = rs.row(b, ri);
+        ncols = std::max(ncols, visible_range(p, b, row).hi);
+        Q.row(i) = Eigen::Map<const Eigen::RowVectorXf>(in.q.data() + seqs.q_row(b, h, row), dqk).cast<double>() * q_mul;
       }
       S.resize(m, ncols);
       // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
@@ -120,23 +162,30 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
                   scale, Q.data(), static_cast<int>(dqk), K.data(), static_cast<int>(dqk), 0.0, S.data(), static_cast<int>(ncols));
       for (int64_t i = 0; i < m; ++i) {
         const auto [h, ri] = rows[c0 + static_cast<size_t>(i)];
-        const size_t idx = static_cast<size_t>((b * p.heads_q + h) * nr + ri);
-        const int64_t n = visible_keys(p, r.oracle.row_at(ri));
-        const double reach = S.row(i).head(n).maxCoeff() - 2 * rounding * r.score_bound[idx] - kNegligibleGap;
+        const size_t idx = static_cast<size_t>(rs.index(b, h, ri, hq));
+        const int64_t row = rs.row(b, ri);
+        const KeyRange vis = visible_range(p, b, row);
+        const AlibiBias<double> bias = alibi_for<double>(p, in.alibi_slopes.data(), b, h);
+        for (int64_t j = vis.lo; j < vis.hi; ++j) S(i, j) = cap(S(i, j)) + bias(row, j);
+        const double top = S.row(i).segment(vis.lo, vis.count()).maxCoeff();
+        const double reach = top - 2 * rounding * r.score_bound[idx] - kNegligibleGap;
         Expected::UnresolvedRow u;
         u.index = static_cast<int64_t>(idx);
-        for (int64_t j = 0; j < n; ++j) {
-          if (!(S(i, j) >= reach)) continue;
+        auto join = [&](auto value) {  // a contender's value per column
           if (++u.contenders == 1) {
-            u.lo.assign(vf + j * dv, vf + (j + 1) * dv);
-            u.hi = u.lo;
-            continue;
+            u.lo.resize(static_cast<size_t>(dv));
+            u.hi.resize(static_cast<size_t>(dv));
+            for (int64_t c = 0; c < dv; ++c) u.lo[static_cast<size_t>(c)] = u.hi[static_cast<size_t>(c)] = value(c);
+            return;
           }
           for (int64_t c = 0; c < dv; ++c) {
-            u.lo[static_cast<size_t>(c)] = std::min(u.lo[static_cast<size_t>(c)], vf[j * dv + c]);
-            u.hi[static_cast<size_t>(c)] = std::max(u.hi[static_cast<size_t>(c)], vf[j * dv + c]);
+            u.lo[static_cast<size_t>(c)] = std::min(u.lo[static_cast<size_t>(c)], value(c));
+            u.hi[static_cast<size_t>(c)] = std::max(u.hi[static_cast<size_t>(c)], value(c));
           }
-        }
+        };
+        for (int64_t j = vis.lo; j < vis.hi; ++j)
+          if (S(i, j) >= reach) join([&](int64_t c) { return static_cast<float>(vf[j * dv + c] * v_mul); });
+        if (p.sinks && in.sinks[static_cast<size_t>(h)] >= reach) join([](int64_t) { return 0.0f; });
         // One contender: the max stands alone past any rounding, and the row is judged as usual.
         if (u.contenders >= 2) found[static_cast<size_t>(bk)].push_back(std::move(u));
       }
@@ -146,13 +195,43 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
   std::sort(r.unresolved.begin(), r.unresolved.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
 }
 
+// Range maxima of a sequence's key norms in O(1) per query (a sparse table): a row's visible keys
+// are an interval, which need not start at key 0 once a window bounds it on the left.
+class RangeMax {
+ public:
+  explicit RangeMax(std::vector<double> x) {
+    levels_.push_back(std::move(x));
+    const size_t n = levels_[0].size();
+    for (size_t w = 1; 2 * w <= n; w *= 2) {
+      const std::vector<double>& prev = levels_.back();
+      std::vector<double> next(n - 2 * w + 1);
+      for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + w]);
+      levels_.push_back(std::move(next));
+    }
+  }
+  double operator()(int64_t lo, int64_t hi) const {  // max over [lo, hi), hi > lo
+    const size_t n = static_cast<size_t>(hi - lo);
+    const int k = std::bit_width(n) - 1;
+    const size_t w = size_t{1} << k;
+    return std::max(levels_[static_cast<size_t>(k)][static_cast<size_t>(lo)], levels_[static_cast<size_t>(k)][static_cast<size_t>(hi) - w]);
+  }
+
+ private:
+  std::vector<std::vector<double>> levels_;
+};
+
 }  // namespace
 
 Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64_t> rows, OracleChoice oracle) {
+  return make_expected(p, in, RowSet::same(p, rows), oracle);
+}
+
+Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle) {
   Expected r;
-  const double n_rows = static_cast<double>(rows.empty() ? p.seq_q : static_cast<int64_t>(rows.size()));
-  const double work = static_cast<double>(p.batch * p.heads_q) * n_rows * static_cast<double>(p.seq_kv) *
-                      static_cast<double>(p.head_dim_qk + p.head_dim_v);
+  double work = 0;  // the visible pairs' multiply-adds, roughly: rows × keys × (Dqk + Dv)
+  for (int64_t b = 0; b < p.batch; ++b)
+    work += static_cast<double>(p.heads_q * rows.count(b)) * static_cast<double>(p.skv(b)) *
+            static_cast<double>(p.head_dim_qk + p.head_dim_v);
   bool gpu = oracle == OracleChoice::gpu;
   if (oracle == OracleChoice::gpu) {
     if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
@@ -171,10 +250,12 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
   };
   if (gpu) {
     try {
-      r.oracle = naive_attention_gpu(p, in, rows);
+      // TODO(model 2): the GPU oracle takes a RowSet once it computes the variants.
+      const std::span<const int64_t> same = rows.is_all() ? std::span<const int64_t>{} : rows.rows_of(0);
+      r.oracle = naive_attention_gpu(p, in, same);
       lap("oracle (GPU)");
       gpu_parts("oracle");
-      r.baseline = dtype_baseline_gpu(p, in, rows);
+      r.baseline = dtype_baseline_gpu(p, in, same);
       lap("baseline (GPU)");
       gpu_parts("baseline");
     } catch (const OracleDoesNotFit& e) {
@@ -186,30 +267,41 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
     r.baseline = dtype_baseline(p, in, rows);
     lap("baseline (CPU)");
   }
-  const int64_t nr = r.oracle.num_rows();
-  r.score_bound.resize(static_cast<size_t>(p.batch * p.heads_q * nr));
+  const Sequences seqs(p);
+  const int64_t hq = p.heads_q, dqk = p.head_dim_qk;
+  r.score_bound.resize(static_cast<size_t>(rows.total() * hq));
   auto norm = [](const float* x, int64_t n) {
     double s = 0;
     for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
     return std::sqrt(s);
   };
+  const bool fp8 = is_fp8(p.dtype);
   // One KV head per iteration, over all threads: at production sizes this reads every q and k.
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
-      // Prefix maxima of ‖k_j‖: a row's visible keys are always a prefix.
-      std::vector<double> kmax(static_cast<size_t>(p.seq_kv));
-      double m = 0;
-      for (int64_t j = 0; j < p.seq_kv; ++j)
-        kmax[static_cast<size_t>(j)] = m = std::max(m, norm(&in.k[static_cast<size_t>(((b * p.heads_kv + hk) * p.seq_kv + j) * p.head_dim_qk)], p.head_dim_qk));
-      for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
-        for (int64_t ri = 0; ri < nr; ++ri) {
-          const int64_t i = r.oracle.row_at(ri), n = visible_keys(p, i);
-
-          const double qn = norm(&in.q[static_cast<size_t>(((b * p.heads_q + h) * p.seq_q + i) * p.head_dim_qk)], p.head_dim_qk);
-          r.score_bound[static_cast<size_t>((b * p.heads_q + h) * nr + ri)] =
-              n ? std::fabs(p.softmax_scale()) * qn * kmax[static_cast<size_t>(n - 1)] : 0.0;
+      const int64_t skv = seqs.skv(b);
+      const double k_mul = fp8 ? descale_of(p, in.descale_k, b, hk) : 1.0, q_mul = fp8 ? descale_of(p, in.descale_q, b, hk) : 1.0;
+      std::vector<double> kn(static_cast<size_t>(skv));
+      for (int64_t j = 0; j < skv; ++j) kn[static_cast<size_t>(j)] = k_mul * norm(&in.k[static_cast<size_t>(seqs.k_row(b, hk, j))], dqk);
+      const RangeMax kmax(std::move(kn));
+      for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
+        // ALiBi adds up to slope · (the row's largest key distance) to a score: part of its magnitude.
+        const double slope = p.alibi == Alibi::none ? 0.0 : std::fabs(alibi_slope(p, in.alibi_slopes.data(), b, h));
+        const int64_t d = alignment_offset(p, seqs.sq(b), skv);
+        for (int64_t ri = 0; ri < rows.count(b); ++ri) {
+          const int64_t i = rows.row(b, ri);
+          const KeyRange vis = visible_range(p, b, i);
+          double bound = 0;
+          if (!vis.empty()) {
+            const double qn = q_mul * norm(&in.q[static_cast<size_t>(seqs.q_row(b, h, i))], dqk);
+            const int64_t center = p.alibi == Alibi::signed_ ? i : i + d;
+            const double far = static_cast<double>(std::max(std::llabs(center - vis.lo), std::llabs(center - (vis.hi - 1))));
+            bound = std::fabs(p.softmax_scale()) * qn * kmax(vis.lo, vis.hi) + slope * far;
+          }
+          r.score_bound[static_cast<size_t>(rows.index(b, h, ri, hq))] = bound;
         }
+      }
     }
   lap("score bounds");
   find_unresolved_rows(p, in, r);
@@ -219,8 +311,9 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
     cfg.block_q = cfg.block_kv = 64;
     cfg.round_p = false;
     cfg.finite_neg_inf = false;
-    // Over the same rows as the oracle (all, or the sample), in the same [B, Hq, rows, Dv] layout.
-    r.flash_baseline = replica_attention(p, in, cfg, {}, rows).o;
+    // Over the same rows as the oracle (all, or the sample), in the same layout.
+    // TODO(model 2): the replica takes a RowSet once it computes the variants.
+    r.flash_baseline = replica_attention(p, in, cfg, {}, rows.is_all() ? std::span<const int64_t>{} : rows.rows_of(0)).o;
     lap("flash baseline (replica)");
   }
   return r;

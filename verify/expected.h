@@ -8,6 +8,8 @@
 #include "reference/inputs.h"
 #include "reference/naive.h"
 #include "reference/problem.h"
+#include "reference/rows.h"
+#include "reference/score_mod.h"
 
 namespace flashcheck {
 
@@ -50,6 +52,8 @@ double score_rounding(int64_t head_dim_qk);
 // (reference/gpu_oracle.h), or the GPU's for problems of at least kGpuOracleWork when one is usable.
 enum class OracleChoice { automatic, cpu, gpu };
 inline constexpr double kGpuOracleWork = 2e9;  // B·Hq·rows·Skv·(Dqk+Dv) from which `automatic` picks the GPU
+Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle = OracleChoice::cpu);
+// The same rows in every sequence (all when empty).
 Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {},
                        OracleChoice oracle = OracleChoice::cpu);
 
@@ -57,7 +61,12 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
 // still read as unwritten.
 void lse_base2_to_natural(std::vector<float>& lse);
 
-// Rows of a full [B, Hq, Sq, X] tensor restricted to the oracle's rows (identity if all rows).
+// A kernel's LSE written under a declared ALiBi convention, brought to the true one (subtracting
+// reference/score_mod.h's alibi_lse_shift per row); poisoned entries stay poison.
+void alibi_lse_to_exact(const Problem& p, const Inputs& in, AlibiLse conv, std::vector<float>& lse);
+
+// Rows of a full tensor in the logical layout ([B, Hq, Sq, X] for dense problems) restricted to the
+// oracle's rows (identity if all rows).
 std::vector<float> select_rows(const Problem& p, std::span<const float> full, int64_t width,
                                const OracleResult& oracle);
 // Rows to check when the whole problem is too large for the oracle: the first and last `edge` rows
@@ -65,5 +74,8 @@ std::vector<float> select_rows(const Problem& p, std::span<const float> full, in
 // With tile_q > 0 the first and last row of the kernel's q-tiles are included too (every tile's
 // while they fit in half of `count`).
 std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge = 64, int64_t tile_q = 0);
+// sample_rows per sequence: the same rows in every sequence of a dense problem, each sequence's own
+// for a varlen batch (its first and last rows are its own edges).
+RowSet sample_row_set(const Problem& p, int64_t count, int64_t edge = 64, int64_t tile_q = 0);
 
 }  // namespace flashcheck

@@ -14,7 +14,7 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   if (out.o.size() != static_cast<size_t>(p.o_elems())) throw std::invalid_argument("judge: o has the wrong size");
   if (out.lse && out.lse->size() != static_cast<size_t>(p.lse_elems()))
     throw std::invalid_argument("judge: lse has the wrong size");
-  const std::vector<int64_t> rows = sample_rows(p.seq_q, opt.max_rows, 64, declared.tile_q);
+  const RowSet rows = sample_row_set(p, opt.max_rows, 64, declared.tile_q);
   Expected expected = make_expected(p, in, rows, opt.oracle);
   std::vector<std::pair<std::string, double>> criteria_time;
   PhaseTimer clock(criteria_time);
@@ -23,6 +23,7 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   if (out.lse && declared.lse_base != LseBase::none) {
     std::vector<float> lse(out.lse->begin(), out.lse->end());
     if (declared.lse_base == LseBase::two) lse_base2_to_natural(lse);  // declared, so converted; never guessed
+    if (declared.alibi_lse != AlibiLse::exact) alibi_lse_to_exact(p, in, declared.alibi_lse, lse);
     kr.lse = select_rows(p, lse, 1, expected.oracle);
   }
   Report r = verify_output(p, expected, kr,

@@ -10,6 +10,7 @@
 #include "reference/conventions.h"
 #include "reference/inputs.h"
 #include "reference/problem.h"
+#include "reference/score_mod.h"
 #include "verify/expected.h"
 #include "verify/report.h"
 
@@ -21,10 +22,14 @@ struct Declared {
   LseBase lse_base = LseBase::e;
   EmptyRowLse empty_lse = EmptyRowLse::neg_inf;
   int64_t tile_q = 128, tile_kv = 128;  // the kernel's tiles, to name the tile of the worst element
+  // FlashAttention 2's causal ALiBi adds slope·j: its LSE is the true one plus slope·(i + d)
+  // (reference/score_mod.h). Declared, so converted; O is judged the same either way.
+  AlibiLse alibi_lse = AlibiLse::exact;
 };
 
-// A kernel's output over every row: o [B, Hq, Sq, Dv] widened to fp32 (poison included), lse
-// [B, Hq, Sq] in the declared base when the kernel writes one.
+// A kernel's output over every row, in the logical layout (reference/sequences.h; BHSD for dense
+// problems): o widened to fp32 (poison included), lse in the declared base when the kernel writes
+// one. The staging layer gathers both from the kernel's own layout.
 struct KernelOutput {
   std::span<const float> o;
   std::optional<std::span<const float>> lse;
@@ -40,8 +45,9 @@ struct JudgeOptions {
   bool timings = false;                           // fill Report::timings
 };
 
-// Samples rows (all when Sq ≤ max_rows), builds what is expected of them, restricts the kernel's
-// output to them, brings LSE to natural log and applies every criterion. The caller sets repro.
+// Samples rows per sequence (all when Sq ≤ max_rows), builds what is expected of them, restricts the
+// kernel's output to them, brings LSE to natural log (and to the true ALiBi convention) and applies
+// every criterion. The caller sets repro.
 Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const Declared& declared,
              const JudgeOptions& opt = {});
 
