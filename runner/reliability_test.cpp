@@ -21,6 +21,23 @@
 #include "verify/judge.h"
 
 namespace flashcheck {
+
+// A fresh random case the example kernel supports (f32 or bf16, small), from this run's seed.
+Case random_case(uint64_t salt) {
+  std::mt19937_64 g(flashcheck::testing::seed_for(salt));
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+  Problem p;
+  p.batch = pick(1, 2);
+  p.heads_kv = pick(1, 2);
+  p.heads_q = p.heads_kv * pick(1, 2);
+  p.seq_q = pick(1, 70);
+  p.seq_kv = pick(1, 70);
+  p.head_dim_qk = p.head_dim_v = 8 * pick(1, 8);
+  p.causal = static_cast<Causal>(pick(0, 2));
+  p.dtype = pick(0, 1) ? DType::f32 : DType::bf16;
+  return Case{p, Dist::normal, g()};
+}
+
 namespace {
 
 struct Expect {
