@@ -114,7 +114,9 @@ std::string repro_command(const std::string& variant, const Case& c, const std::
 
 SupportsAnswer supports_of(const Variant& v, const Problem& p, KernelWorker* worker) {
   if (worker) return worker->supports(p);
-  return SupportsAnswer{v.unsupported(p), std::nullopt};
+  SupportsAnswer a;
+  a.refusal = v.unsupported(p);
+  return a;
 }
 
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
@@ -133,6 +135,11 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
   if (supported.abnormal) {  // its supports() crashed or hung: the kernel's failure, like its forward()'s
     out.abnormal = supported.abnormal;
     unjudged(supported.abnormal->criterion, supported.abnormal->detail);
+    return out;
+  }
+  if (supported.error) {
+    out.error = *supported.error;
+    unjudged("kernel_error", *supported.error);
     return out;
   }
   if (supported.refusal) {

@@ -445,8 +445,8 @@ SupportsAnswer KernelWorker::supports(const Problem& p) {
     return a;
   }
   if (auto failed = w.ensure_started({})) {
-    if (failed->abnormal) a.abnormal = failed->abnormal;
-    else a.abnormal = AbnormalEnd{"kernel_error", failed->error.value_or("the worker process did not start"), false};
+    a.abnormal = failed->abnormal;
+    a.error = failed->error;
     return a;
   }
   const double limit = w.opt.timeout_s ? std::min(*w.opt.timeout_s, w.opt.supports_timeout_s) : w.opt.supports_timeout_s;

@@ -71,6 +71,7 @@ struct IsolatedRun {
 struct SupportsAnswer {
   std::optional<std::string> refusal;   // why not (the case is skipped)
   std::optional<AbnormalEnd> abnormal;  // supports() crashed, exited or hung (the case fails)
+  std::optional<std::string> error;     // the worker could not load the kernel (the case fails, as in run())
 };
 
 // Loads a plugin in a worker process and returns its kernels as described variants (the same

@@ -213,7 +213,7 @@ TEST(Supports, RefusalsComeFromThePluginInItsWorker) {
 
 // The plugin's destructors run in its worker at the end of the campaign; what they do there is
 // the kernel's failure, never flashcheck's exit.
-TEST(Unloading, ADestructorsEndIsTheKernelsFailure) {
+TEST(Unloading, ADestructorThatExitsOrCrashesFailsTheKernel) {
   for (auto [behaviour, says] : {std::pair{"dtor_exit0", "exited 0 while unloading"}, std::pair{"dtor_segv", "crashed (SIGSEGV) while unloading"}}) {
     const std::string lib = lifecycle(behaviour);
     auto v = described(lib, std::string("lifecycle_") + behaviour);

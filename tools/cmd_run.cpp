@@ -503,8 +503,9 @@ void add_determinism(CLI::App& app, Action& action) {
       if (!o->no_isolation) worker = std::make_unique<KernelWorker>(*v, plugin, iso);
       // Its supports() runs where its crash is the kernel's failure (exit 1), as in `run`.
       const SupportsAnswer supported = supports_of(*v, p, worker.get());
-      if (supported.abnormal) {
-        std::printf("%s: %s: %s\n", v->name().c_str(), supported.abnormal->criterion.c_str(), supported.abnormal->detail.c_str());
+      if (supported.abnormal || supported.error) {
+        std::printf("%s: %s: %s\n", v->name().c_str(), supported.abnormal ? supported.abnormal->criterion.c_str() : "kernel_error",
+                    supported.abnormal ? supported.abnormal->detail.c_str() : supported.error->c_str());
         return int{kMismatch};
       }
       if (supported.refusal) throw CannotTest(v->name() + " does not support it: " + *supported.refusal);
