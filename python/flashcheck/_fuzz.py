@@ -358,6 +358,10 @@ class Replay(Report):
     def __str__(self):
         return super().__str__().rstrip("\n") + "\n" + self._summary() + "\n"
 
+    def __repr__(self):
+        k, n = self.reproduced["failed"], self.reproduced["runs"]
+        return super().__repr__()[:-1] + f", failed {k} of {n} runs{' (flaky)' if self.flaky else ''}>"
+
 
 def replay(kernel, problem, dist="normal", seed=0, *, runs=3, lse_base="e", empty_row_lse="-inf", backend="numpy",
            device=None, layout="bhsd", max_rows=4096, tile_q=128, tile_kv=128, html=None):
