@@ -290,7 +290,7 @@ struct WorkerProcess {
   }
 
   // After an unexpected end: what the verdict says. `when` follows the cause (" in its supports()").
-  AbnormalEnd describe(int status, const Layout* l, const std::string& when) const {
+  AbnormalEnd describe(int status, const BufferLayout* l, const std::string& when) const {
     if (WIFEXITED(status)) return {"kernel_crashed", "exited " + std::to_string(WEXITSTATUS(status)) + when, false};
     if (!WIFSIGNALED(status)) return {"kernel_crashed", std::string("ended with wait status ") + std::to_string(status) + when, false};
     const int sig = WTERMSIG(status);
@@ -323,10 +323,10 @@ struct WorkerProcess {
     std::optional<Reply> reply;
     std::optional<AbnormalEnd> abnormal;
   };
-  Exchange ask(const Request& rq, double timeout_s, const std::string& when) {
+  Exchange ask(const std::string& rq, double timeout_s, const std::string& when) {
     reset_control();
     Reply rp{};
-    const Wait got = send_all(sock, &rq, sizeof rq) ? wait_reply(rp, timeout_s, {}) : Wait::closed;
+    const Wait got = send_all(sock, rq) ? wait_reply(rp, timeout_s, {}) : Wait::closed;
     Exchange e;
     if (got == Wait::reply) {
       e.reply = rp;
@@ -469,9 +469,9 @@ std::optional<AbnormalEnd> KernelWorker::unload() {
   if (!w.proc.alive() && w.ensure_started({})) return std::nullopt;  // loading failed: its cases said so
   const std::string when = " while unloading (its destructors or exit handlers)";
   w.proc.reset_control();
-  const Request rq = request(kUnload, Problem{});
+  const std::string rq = request(kUnload, Problem{});
   Reply ignored{};
-  const auto got = send_all(w.proc.sock, &rq, sizeof rq) ? w.proc.wait_reply(ignored, w.opt.unload_timeout_s, {})
+  const auto got = send_all(w.proc.sock, rq) ? w.proc.wait_reply(ignored, w.opt.unload_timeout_s, {})
                                                           : WorkerProcess::Wait::closed;
   std::optional<AbnormalEnd> bad;
   if (got == WorkerProcess::Wait::timeout) {
@@ -497,7 +497,7 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
   };
   if (auto failed = w.ensure_started(waiting)) return finish(std::move(*failed));
 
-  const Layout l = layout_for(p);
+  const BufferLayout l = layout_for(p);
   if (ftruncate(proc.shm, static_cast<off_t>(l.file_bytes)) != 0)
     throw std::runtime_error("cannot size the shared buffers to " + std::to_string(l.file_bytes) + " bytes: " + std::strerror(errno));
   void* mm = mmap(nullptr, l.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, proc.shm, 0);
@@ -524,12 +524,12 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
   for (int64_t i = 0; i < p.lse_elems(); ++i) std::memcpy(base + l.payload_off(4) + static_cast<size_t>(i) * 4, &lb, 4);
 
   proc.reset_control();
-  const Request rq = request(kRun, p, &l);
+  const std::string rq = request(kRun, p, &l);
   const CaseTimeLimit::Limit limit = w.limit.for_problem(p);
   Reply rp{};
   const auto sent = std::chrono::steady_clock::now();
   const WorkerProcess::Wait got =
-      send_all(proc.sock, &rq, sizeof rq) ? proc.wait_reply(rp, limit.seconds, waiting) : WorkerProcess::Wait::closed;
+      send_all(proc.sock, rq) ? proc.wait_reply(rp, limit.seconds, waiting) : WorkerProcess::Wait::closed;
   IsolatedRun out;
   out.kernel_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   if (got == WorkerProcess::Wait::timeout) {

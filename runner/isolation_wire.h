@@ -40,15 +40,17 @@ struct WireBuffer {
   uint64_t file_off, region, payload;  // region: whole pages; the payload ends where the region ends
 };
 
+// A request is this header followed by `problem_bytes` of the problem's one-line form, which
+// parse_problem reads back exactly: the wire follows the problem model (its variants, however
+// long their line) without a second copy of its fields.
 struct Request {
   uint32_t magic;
   uint32_t op;
   uint64_t file_bytes;
   WireBuffer buf[kBuffers];
-  // The problem's one-line form, which parse_problem reads back exactly: the wire follows the
-  // problem model without a second copy of its fields.
-  char problem[1024];
+  uint64_t problem_bytes;
 };
+constexpr uint64_t kMaxProblemBytes = uint64_t{1} << 24;
 
 struct Reply {
   uint32_t magic;
@@ -73,7 +75,7 @@ struct Control {
   volatile uint64_t addr;
 };
 
-struct Layout {
+struct BufferLayout {
   uint64_t file_bytes = 0;
   WireBuffer buf[kBuffers]{};
   uint64_t payload_off(int i) const { return buf[i].file_off + buf[i].region - buf[i].payload; }
@@ -83,12 +85,12 @@ inline size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 inline uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
-inline Layout layout_for(const Problem& p) {
+inline BufferLayout layout_for(const Problem& p) {
   const uint64_t page = page_size(), db = static_cast<uint64_t>(dtype_bytes(p.dtype));
   const uint64_t payload[kBuffers] = {static_cast<uint64_t>(p.q_elems()) * db, static_cast<uint64_t>(p.k_elems()) * db,
                                       static_cast<uint64_t>(p.v_elems()) * db, static_cast<uint64_t>(p.o_elems()) * db,
                                       static_cast<uint64_t>(p.lse_elems()) * 4};
-  Layout l;
+  BufferLayout l;
   uint64_t off = page;  // the control page comes first
   for (int i = 0; i < kBuffers; ++i) {
     const uint64_t region = round_up(std::max<uint64_t>(payload[i], 1), page);
@@ -99,21 +101,19 @@ inline Layout layout_for(const Problem& p) {
   return l;
 }
 
-inline Request request(Op op, const Problem& p, const Layout* l = nullptr) {
+// The bytes of one request: header and problem line.
+inline std::string request(Op op, const Problem& p, const BufferLayout* l = nullptr) {
   Request r{};
   r.magic = kMagic;
   r.op = op;
   const std::string line = to_string(p);
-  if (line.size() >= sizeof r.problem) throw std::runtime_error("problem line too long for the worker: " + line);
-  std::memcpy(r.problem, line.c_str(), line.size() + 1);
+  r.problem_bytes = line.size();
   if (l) {
     r.file_bytes = l->file_bytes;
     std::copy(l->buf, l->buf + kBuffers, r.buf);
   }
-  return r;
+  return std::string(reinterpret_cast<const char*>(&r), sizeof r) + line;
 }
-
-inline Problem problem_of(const Request& r) { return parse_problem(std::string(r.problem, strnlen(r.problem, sizeof r.problem))); }
 
 inline bool send_all(int fd, const void* data, size_t n) {
   const char* c = static_cast<const char*>(data);
@@ -138,6 +138,8 @@ inline bool recv_all(int fd, void* data, size_t n) {
   }
   return true;
 }
+
+inline bool send_all(int fd, const std::string& bytes) { return send_all(fd, bytes.data(), bytes.size()); }
 
 inline void set_message(Reply& r, const std::string& s) {
   const size_t n = std::min(s.size(), sizeof r.msg - 1);

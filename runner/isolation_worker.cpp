@@ -214,7 +214,11 @@ Reply reply(Status s = kOk, const std::string& msg = "") {
   WorkerMapping m;
   for (;;) {
     Request rq;
-    if (!recv_all(kSockFd, &rq, sizeof rq) || rq.magic != kMagic) worker_exit(0);  // the parent is done
+    std::string line;
+    if (!recv_all(kSockFd, &rq, sizeof rq) || rq.magic != kMagic || rq.problem_bytes > kMaxProblemBytes)
+      worker_exit(0);  // the parent is done
+    line.resize(rq.problem_bytes);
+    if (!recv_all(kSockFd, line.data(), line.size())) worker_exit(0);
     Reply rp = reply();
     if (rq.op == kUnload) {
       // The plugin's destructors and exit handlers run here, where a crash, a hang or an
@@ -226,7 +230,7 @@ Reply reply(Status s = kOk, const std::string& msg = "") {
       std::exit(kUnloadedExit);  // exit handlers, and destructors of a library dlclose kept loaded
     }
     try {
-      const Problem p = problem_of(rq);
+      const Problem p = parse_problem(line);
       if (rq.op == kSupports) {
         const std::optional<std::string> why = v->unsupported(p);
         rp.supported = !why;

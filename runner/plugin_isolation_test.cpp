@@ -286,6 +286,7 @@ TEST(Campaign, HangingKernelCostsAFewLimits) {
   opt.isolation.timeout_s.reset();
   opt.isolation.time_limits.first_s = 0.5;
   opt.confirm_runs = 3;
+  opt.dtypes = {DType::f32, DType::bf16};  // what it supports: every case runs
   std::ostringstream log;
   const VariantSummary s = run_campaign(*v, opt, log);
   EXPECT_EQ(s.timed_out, 3);
@@ -319,6 +320,7 @@ TEST(Campaign, HangAfterPassingCasesIsCutAtTheLearnedLimit) {
   opt.isolation.time_limits.first_s = 60;  // a hang held to the first-case limit would show here
   opt.isolation.time_limits.floor_s = 1;
   opt.isolation.time_limits.factor = 2;
+  opt.dtypes = {DType::f32, DType::bf16};  // what it supports: every case runs
   std::ostringstream log;
   const VariantSummary s = run_campaign(*v, opt, log);
   EXPECT_EQ(s.passed, 3) << log.str();
@@ -341,6 +343,7 @@ CampaignOptions flaky_campaign(uint64_t salt) {
   opt.plugin = FLASHCHECK_HOSTILE_PLUGINS;
   opt.isolation = isolated();
   opt.confirm_runs = 3;
+  opt.dtypes = {DType::f32, DType::bf16};  // what the kernel supports: every case calls it, so the second fails
   return opt;
 }
 
