@@ -112,16 +112,18 @@ std::string repro_command(const std::string& variant, const Case& c, const std::
   return os.str();
 }
 
+SupportsAnswer supports_of(const Variant& v, const Problem& p, KernelWorker* worker) {
+  if (worker) return worker->supports(p);
+  SupportsAnswer a;
+  a.refusal = v.unsupported(p);
+  return a;
+}
+
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
                      const WaitingFn& waiting, bool maps_on_failure, OracleChoice oracle) {
   CaseOutcome out;
   out.c = c;
-  if (auto why = v.unsupported(c.problem)) {
-    out.skipped = *why;
-    return out;
-  }
   const Problem& p = c.problem;
-  const Inputs in = make_inputs(p, c.seed, c.dist);
   // A case that produced no output to judge: one failed criterion says why, and nothing else is
   // reported (no metrics of an output that does not exist).
   auto unjudged = [&](const std::string& criterion, const std::string& detail) {
@@ -129,7 +131,24 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
     out.report.criteria.push_back({criterion, false, 1, 0, detail});
     out.report.repro = repro_command(v.name(), c, plugin);
   };
+  const SupportsAnswer supported = supports_of(v, p, worker);
+  if (supported.abnormal) {  // its supports() crashed or hung: the kernel's failure, like its forward()'s
+    out.abnormal = supported.abnormal;
+    unjudged(supported.abnormal->criterion, supported.abnormal->detail);
+    return out;
+  }
+  if (supported.error) {
+    out.error = *supported.error;
+    unjudged("kernel_error", *supported.error);
+    return out;
+  }
+  if (supported.refusal) {
+    out.skipped = *supported.refusal;
+    return out;
+  }
+  const Inputs in = make_inputs(p, c.seed, c.dist);
   HarnessResult h;
+  double kernel_seconds = 0;
   if (worker) {
     IsolatedRun r = worker->run(p, in, waiting);
     if (r.abnormal) {
@@ -143,6 +162,7 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
       return out;
     }
     h = std::move(*r.result);
+    kernel_seconds = r.kernel_seconds;
   } else {
     try {
       h = run_variant(v, p, in);
@@ -160,7 +180,32 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
     out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, true, oracle});
   out.report.repro = repro_command(v.name(), c, plugin);
   out.passed = out.report.pass();
+  // Only a correct output says how long the kernel needs: a wrong one may have skipped the work.
+  if (worker && out.passed) worker->time_limit().passed(p, kernel_seconds);
   return out;
+}
+
+std::string to_text(const Reproduction& r) {
+  return "failed " + std::to_string(r.failed) + " of " + std::to_string(r.runs) + " re-run" + (r.runs == 1 ? "" : "s") +
+         (r.fresh_processes ? r.runs == 1 ? " in a fresh process" : ", each in a fresh process" : " in this process");
+}
+
+Reproduction reproduce_case(const Variant& v, const Case& c, int runs, int64_t max_rows, const std::string& plugin,
+                            const IsolationOptions& isolation, const CaseTimeLimit* limit, OracleChoice oracle) {
+  Reproduction r;
+  r.fresh_processes = isolation.enabled;
+  for (int i = 0; i < runs; ++i) {
+    // A fresh process: nothing the kernel cached, forked or left behind in an earlier call survives.
+    std::unique_ptr<KernelWorker> fresh;
+    if (isolation.enabled) {
+      fresh = std::make_unique<KernelWorker>(v, plugin, isolation);
+      if (limit) fresh->time_limit() = *limit;
+    }
+    const CaseOutcome o = run_case(v, c, max_rows, plugin, fresh.get(), {}, false, oracle);
+    ++r.runs;
+    r.failed += !o.passed && !o.skipped;
+  }
+  return r;
 }
 
 namespace {
@@ -217,11 +262,13 @@ std::vector<Problem> smaller(const Problem& p, const Capabilities& caps) {
 }  // namespace
 
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin,
-                           int max_steps, KernelWorker* worker, double budget_s, OracleChoice oracle) {
+                           int max_steps, KernelWorker* worker, double budget_s, OracleChoice oracle, const ShrinkStepFn& on_step) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto over_budget = [&] {
-    return budget_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > budget_s;
-  };
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto over_budget = [&] { return budget_s > 0 && elapsed() > budget_s; };
+  // Each candidate of a hang that hangs too costs its whole time limit: one that would end past
+  // the budget is not started, so the budget holds.
+  const bool hang = failing.abnormal && failing.abnormal->timed_out;
   int steps = 0;
   bool improved = true;
   while (improved && steps < max_steps && !over_budget()) {
@@ -231,12 +278,21 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
     // distribution a bug may show only where the data happens to expose it (dropping the last key
     // matters under `large` only where that key is a row's lone max), and shrinking there spent
     // the step budget on candidates whose data hid the bug (CApi test, seed 15238225390728038508).
-    if (failing.c.dist != Dist::normal) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
-    for (const Problem& p : smaller(failing.c.problem, v.caps())) cands.push_back({p, failing.c.dist, failing.c.seed});
+    // A hang affords only a few candidates: the smallest problems first, the inputs last.
+    const bool try_normal = failing.c.dist != Dist::normal;
+    if (try_normal && !hang) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
+    std::vector<Problem> fewer = smaller(failing.c.problem, v.caps());
+    if (hang) std::stable_sort(fewer.begin(), fewer.end(), [](const Problem& a, const Problem& b) { return a.flops() < b.flops(); });
+    for (const Problem& p : fewer) cands.push_back({p, failing.c.dist, failing.c.seed});
+    if (try_normal && hang) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
     for (const Case& c : cands) {
       if (++steps > max_steps || over_budget()) break;
-      if (v.unsupported(c.problem)) continue;
+      if (hang && worker && budget_s > 0 && elapsed() + worker->timeout_for(c.problem) > budget_s) {
+        steps = max_steps;  // no candidate fits what is left
+        break;
+      }
       CaseOutcome o = run_case(v, c, max_rows, plugin, worker, {}, false, oracle);
+      if (on_step) on_step(steps, elapsed(), o);
       if (!o.passed && !o.skipped) {
         failing = std::move(o);
         improved = true;
@@ -309,6 +365,63 @@ void Progress::finish() {
   open_line_ = false;
 }
 
+namespace {
+
+// A failing case as the campaign keeps it: shrunk within its budget (progress on stderr), with the
+// HTML page's error maps, and re-run from scratch before its reproduce line is printed.
+CaseOutcome keep_failure(const Variant& v, CaseOutcome o, int64_t index, const CampaignOptions& opt, KernelWorker* worker,
+                         Progress& progress, std::ostream& log) {
+  const bool hang = o.abnormal && o.abnormal->timed_out;
+  double budget = opt.shrink_budget_s;
+  if (budget <= 0 && worker) {
+    const double limit = worker->timeout_for(o.c.problem);
+    budget = hang ? std::min(60.0, 2 * limit) : std::max(20.0, 2 * limit);
+  }
+  CaseOutcome shrunk = o;
+  if (opt.shrink) {
+    if (hang) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "  shrinking the hang for at most %.0f s (a candidate that hangs costs its time limit)", budget);
+      log << buf << std::endl;
+    }
+    const auto step = [&](int n, double elapsed, const CaseOutcome& cand) {
+      char buf[400];
+      std::snprintf(buf, sizeof buf, "%s shrinking case %lld: candidate %d, %.0f s of at most %.0f s: %s %s", v.name().c_str(),
+                    static_cast<long long>(index), n, elapsed, budget, to_string(cand.c.problem).c_str(),
+                    cand.passed ? "passes" : cand.skipped ? "skipped" : cand.abnormal ? cand.abnormal->detail.c_str() : "fails");
+      progress.update(buf);
+    };
+    shrunk = shrink_failure(v, std::move(o), opt.max_rows, opt.plugin, 200, worker, budget, opt.oracle, step);
+    progress.finish();
+  }
+  // The HTML page needs the error maps: the kept case runs once more, in the same worker
+  // (isolated like every run), and is judged with them.
+  if (opt.error_maps && shrunk.judged())
+    if (CaseOutcome again = run_case(v, shrunk.c, opt.max_rows, opt.plugin, worker, {}, true, opt.oracle); again.report.maps)
+      shrunk.report = std::move(again.report);
+  const std::string cmd = repro_command(v.name(), shrunk.c, opt.plugin);
+  if (opt.confirm_runs <= 0) {
+    log << to_text(shrunk.report) << "  reproduce (shrunk): " << cmd << "\n";
+    return shrunk;
+  }
+  const bool shrunk_hang = shrunk.abnormal && shrunk.abnormal->timed_out;
+  shrunk.reproduced = reproduce_case(v, shrunk.c, shrunk_hang ? 1 : opt.confirm_runs, opt.max_rows, opt.plugin, opt.isolation,
+                                     worker ? &worker->time_limit() : nullptr, opt.oracle);
+  const Reproduction& r = *shrunk.reproduced;
+  if (r.confirmed()) {
+    log << to_text(shrunk.report) << "  reproduce (shrunk; " << to_text(r) << "): " << cmd << "\n";
+  } else {
+    // Not a reproduction: no plain "reproduce:" line for it anywhere in the text.
+    Report shown = shrunk.report;
+    shown.repro.clear();
+    log << to_text(shown) << "  FLAKY: " << to_text(r)
+        << "; the command may pass (a kernel that caches by pointer, races, or depends on its process's history): " << cmd << "\n";
+  }
+  return shrunk;
+}
+
+}  // namespace
+
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log) {
   VariantSummary s;
   s.name = v.name();
@@ -323,6 +436,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
   }
   std::unique_ptr<KernelWorker> worker;
   if (opt.isolation.enabled) worker = std::make_unique<KernelWorker>(v, opt.plugin, opt.isolation);
+  bool kept_hang = false;
   Progress progress(opt.progress);
   const auto t0 = std::chrono::steady_clock::now();
   auto line = [&](int64_t i) {
@@ -395,20 +509,13 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
         log << "\n" << s.name << " case " << i << " FAILED: " << to_string(c.problem) << " dist=" << to_string(c.dist);
         if (o.abnormal) log << ": " << o.abnormal->detail;
         log << "\n";
-        if (static_cast<int64_t>(s.failures.size()) < opt.max_failures_kept) {
-          // Shrinking a hang costs a time limit per candidate: its budget keeps that bounded.
-          double budget = opt.shrink_budget_s;
-          if (budget <= 0 && worker) budget = std::max(20.0, 2 * worker->timeout_for(c.problem));
-          CaseOutcome shrunk = opt.shrink ? shrink_failure(v, o, opt.max_rows, opt.plugin, 200, worker.get(), budget, opt.oracle) : o;
-          // The HTML page needs the error maps: the kept case runs once more, in the same worker
-          // (isolated like every run), and is judged with them.
-          if (opt.error_maps && shrunk.judged())
-            if (CaseOutcome again = run_case(v, shrunk.c, opt.max_rows, opt.plugin, worker.get(), {}, true, opt.oracle); again.report.maps)
-              shrunk.report = std::move(again.report);
-          s.repro.push_back(repro_command(s.name, shrunk.c, opt.plugin));
-          log << to_text(shrunk.report);
-          log << "  reproduce (shrunk): " << s.repro.back() << "\n";
-          s.failures.push_back(std::move(shrunk));
+        const bool hang = o.abnormal && o.abnormal->timed_out;
+        if (hang && kept_hang) {
+          log << "  not kept: a hang of this kernel is kept already (shrinking and re-running another costs minutes)\n";
+        } else if (static_cast<int64_t>(s.failures.size()) < opt.max_failures_kept) {
+          kept_hang |= hang;
+          s.failures.push_back(keep_failure(v, std::move(o), i, opt, worker.get(), progress, log));
+          s.repro.push_back(repro_command(s.name, s.failures.back().c, opt.plugin));
         }
         log.flush();
         if (opt.fail_fast) break;
@@ -417,6 +524,11 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
     progress.update(line(i));
   }
   progress.finish();
+  if (worker)
+    if (auto bad = worker->unload()) {
+      s.unload_failure = bad->detail;
+      log << "\n" << s.name << " FAILED at the end: its plugin " << bad->detail << "\n";
+    }
   if (s.judged == 0) s.worst_cos = std::nan("");
   return s;
 }

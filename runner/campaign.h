@@ -36,7 +36,14 @@ struct CampaignOptions {
   std::string plugin;                        // the library this variant came from: loaded by the worker, named in reproduce lines
   IsolationOptions isolation;                // run the kernel in a worker process (the CLI's default)
   int64_t max_timeouts = 3;                  // a kernel that hangs this often: its remaining cases are not run
-  double shrink_budget_s = 0;                // wall time for shrinking one failure; 0: max(20 s, 2 x the case's time limit)
+  // Wall time for shrinking one failure; 0: max(20 s, 2 x the case's time limit), and for a hang
+  // min(60 s, 2 x its limit) (each candidate that hangs costs the whole limit).
+  double shrink_budget_s = 0;
+  // Re-runs of each kept failure before its reproduce line is printed, each in a fresh worker
+  // process when isolated (fresh buffers always): a failure that does not fail every re-run is
+  // flaky, never a clean reproduction. A hang is re-run once (each costs its time limit). 0: none
+  // (the library's default; the CLI asks for 3).
+  int confirm_runs = 0;
   // Production load (`run --load`): each drawn case is grown, keeping its tile-boundary residues,
   // to B·Hq >= load_min_bh and sequences >= load_min_seq, so a launch has hundreds of CTAs and
   // races that need a loaded GPU can bite. Use with a large max_seq and max_work.
@@ -53,6 +60,15 @@ struct CampaignOptions {
   double host_memory_budget = 0;
 };
 
+// How a kept failure did when re-run from scratch (CampaignOptions::confirm_runs).
+struct Reproduction {
+  int runs = 0, failed = 0;
+  bool fresh_processes = false;  // each re-run in a new worker process; else in this process (--no-isolation)
+  bool confirmed() const { return runs > 0 && failed == runs; }
+};
+// "failed 3 of 3 re-runs, each in a fresh process", for reports.
+std::string to_text(const Reproduction& r);
+
 struct CaseOutcome {
   Case c;
   bool passed = false;
@@ -60,6 +76,7 @@ struct CaseOutcome {
   std::optional<std::string> error;     // the variant threw or returned an error: counts as failed
   std::optional<AbnormalEnd> abnormal;  // the kernel crashed, exited or hung (isolated runs): counts as failed
   Report report;
+  std::optional<Reproduction> reproduced;  // a kept failure, re-run before its reproduce line
   bool judged() const { return !skipped && !error && !abnormal; }
 };
 
@@ -91,6 +108,9 @@ struct VariantSummary {
   double worst_cos = 1.0;
   std::vector<CaseOutcome> failures;  // shrunk, at most max_failures_kept
   std::vector<std::string> repro;     // one command per kept failure
+  // The plugin's destructors or exit handlers crashed, exited or hung when its worker unloaded it
+  // at the end: the kernel failed, though no case did.
+  std::optional<std::string> unload_failure;
 };
 
 // Progress on stderr for long work: an updating line on a terminal; without one (logs, CI), a
@@ -112,8 +132,13 @@ class Progress {
 // Called about once a second while an isolated kernel runs, with the seconds elapsed.
 using WaitingFn = std::function<void(double)>;
 
-// Runs one case: inputs from (problem, dist, seed), the variant through the harness (in `worker`'s
-// process when given), verdict.
+// Whether the variant takes p: asked of `worker` when given (a plugin's supports() runs only
+// there, where a crash or hang is a verdict), else of the variant in this process.
+SupportsAnswer supports_of(const Variant& v, const Problem& p, KernelWorker* worker);
+
+// Runs one case: the kernel's supports(), inputs from (problem, dist, seed), the variant through
+// the harness (in `worker`'s process when given), verdict. A passing case teaches the worker's
+// time limit how long the kernel takes.
 // maps_on_failure: a failing case's report also carries the error maps of the HTML page, judged
 // from the same output (the kernel does not run again).
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "",
@@ -136,9 +161,18 @@ double host_bytes_for(const Problem& p, int64_t max_rows);
 // it still fails; returns the smallest failing case found.
 // Stops after max_steps candidates or budget_s seconds (0: no limit): a kernel that hangs costs its
 // time limit per candidate.
+// Shrinking a hang takes only candidates whose time limit fits what is left of budget_s.
+// on_step(step, seconds so far, candidate's outcome) after each candidate run: progress.
+using ShrinkStepFn = std::function<void(int, double, const CaseOutcome&)>;
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin = "",
                            int max_steps = 200, KernelWorker* worker = nullptr, double budget_s = 0,
-                           OracleChoice oracle = OracleChoice::automatic);
+                           OracleChoice oracle = OracleChoice::automatic, const ShrinkStepFn& on_step = {});
+// Re-runs case c `runs` times from scratch: fresh inputs each time and, with `isolation` enabled,
+// a fresh worker process each time (whose time limit starts from `limit` when given). Counts the
+// runs that failed (a skip on a re-run counts as not failing).
+Reproduction reproduce_case(const Variant& v, const Case& c, int runs, int64_t max_rows, const std::string& plugin,
+                            const IsolationOptions& isolation, const CaseTimeLimit* limit = nullptr,
+                            OracleChoice oracle = OracleChoice::automatic);
 
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log);
 

@@ -7,6 +7,12 @@
 // one mechanism serves host and device kernels alike. One worker serves every case of one kernel
 // (CUDA context creation and plugin loading are paid once) and is restarted after it dies.
 //
+// A plugin's code runs only in workers, never in flashcheck's own process: describe_plugin() loads
+// it in a worker that sends back its kernels' descriptions (runner/registry.h), a kernel's worker
+// answers its supports() and runs its forward(), and unload() runs its destructors there. Each
+// misbehaviour is a verdict: at loading, a refused plugin (cannot test, no kernel was identified);
+// in supports() or forward(), a failed case; at unloading, a failed kernel.
+//
 // The parent keeps the inputs, the oracle and the judge; the worker only runs the kernel. The five
 // buffers live in one memfd both processes map. In the worker each buffer of a host-memory kernel
 // sits between PROT_NONE guard regions, its payload ending exactly at a page boundary, and the inputs
@@ -20,8 +26,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "reference/inputs.h"
+#include "runner/case_time_limit.h"
 #include "runner/harness.h"
 #include "runner/registry.h"
 
@@ -35,18 +43,19 @@ struct IsolationOptions {
   // A binary whose main() calls worker_main() for kWorkerArg: the flashcheck binary. /proc/self/exe
   // is the running flashcheck even if the file was rebuilt meanwhile (git bisect).
   std::string worker_exe = "/proc/self/exe";
-  std::optional<double> timeout_s;       // per case; empty: default_case_timeout_s
-  double startup_timeout_s = 120;        // loading the plugin, creating the CUDA context
-  size_t output_limit = 4096;            // bytes of the kernel's stdout/stderr forwarded per case
+  std::optional<double> timeout_s;  // per case, fixed (`--timeout`); empty: learned (CaseTimeLimit)
+  TimeLimitRule time_limits;        // how the per-case limit is learned
+  double startup_timeout_s = 120;   // a kernel's worker: loading the plugin, creating the CUDA context
+  double load_timeout_s = 60;       // describe_plugin: the plugin's constructors and flashcheck_get_kernel
+  double supports_timeout_s = 10;   // one supports() call (at most timeout_s when that is given)
+  double unload_timeout_s = 10;     // the plugin's destructors and exit handlers
+  size_t output_limit = 4096;       // bytes of the kernel's stdout/stderr forwarded per case
 };
-
-// 60 s plus the problem's work at a pessimistic rate: only a hang reaches it.
-double default_case_timeout_s(const Problem& p, Memory m);
 
 // A kernel call that did not return: a verdict for the case.
 struct AbnormalEnd {
   std::string criterion;  // "kernel_crashed", or "out_of_bounds" for a fault in a guard page
-  std::string detail;     // "crashed (SIGSEGV)", "exited 3", "timed out after 60 s", ...
+  std::string detail;     // "crashed (SIGSEGV)", "exited 3", "timed out after 15 s (...)", ...
   bool timed_out = false;
 };
 
@@ -55,9 +64,22 @@ struct IsolatedRun {
   std::optional<std::string> error;      // it reported an error (threw, or a plugin returned non-zero)
   std::optional<AbnormalEnd> abnormal;   // it crashed, exited or hung
   double seconds = 0;                    // wall time of the call, staging included
+  double kernel_seconds = 0;             // from the request to the reply: the span the time limit applies to
 };
 
-// One kernel's worker process, started on the first run() and again after it dies.
+// Whether a kernel takes a problem, from its own code.
+struct SupportsAnswer {
+  std::optional<std::string> refusal;   // why not (the case is skipped)
+  std::optional<AbnormalEnd> abnormal;  // supports() crashed, exited or hung (the case fails)
+  std::optional<std::string> error;     // the worker could not load the kernel (the case fails, as in run())
+};
+
+// Loads a plugin in a worker process and returns its kernels as described variants (the same
+// names, capabilities and refusals of bad fields that load_plugin gives), without loading it here.
+// A plugin that crashes, exits or hangs while loading throws CannotTest naming what happened.
+std::vector<std::shared_ptr<Variant>> describe_plugin(const std::string& path, const IsolationOptions& opt);
+
+// One kernel's worker process, started on the first request and again after it dies.
 class KernelWorker {
  public:
   // `plugin` is the library the variant came from ("" for a built-in kernel or the replica).
@@ -69,6 +91,14 @@ class KernelWorker {
   // Runs the kernel once on (p, in) in the worker. `waiting` is called about once a second while
   // the kernel runs, with the seconds elapsed (progress for long cases).
   IsolatedRun run(const Problem& p, const Inputs& in, const std::function<void(double)>& waiting = {});
+  // A built-in kernel's declared space, judged here; a plugin's supports(), called in the worker.
+  SupportsAnswer supports(const Problem& p);
+  // Unloads the plugin in the worker (its destructors and exit handlers run) and ends the worker;
+  // what went wrong there, if anything. Without a plugin, or with no worker running, nothing to do.
+  std::optional<AbnormalEnd> unload();
+
+  // The per-case time limit, learned from the passing cases recorded here (run_case does).
+  CaseTimeLimit& time_limit();
   double timeout_for(const Problem& p) const;
   int64_t starts() const;  // worker processes started so far
 
@@ -77,8 +107,9 @@ class KernelWorker {
   std::unique_ptr<Impl> impl_;
 };
 
-// The worker's main: `flashcheck __kernel-worker PARENT_PID KERNEL [PLUGIN]`, with the control socket
-// on fd 3 and the buffers' memfd on fd 4. Returns the process exit code.
+// The worker's main: `flashcheck __kernel-worker PARENT_PID kernel NAME [PLUGIN]` (one kernel's
+// requests) or `... describe PLUGIN` (its description), with the control socket on fd 3 and the
+// buffers' memfd on fd 4. Returns the process exit code.
 int worker_main(int argc, char** argv);
 
 }  // namespace flashcheck

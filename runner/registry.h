@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "gpu/kernel.h"
 #include "reference/problem.h"
 #include "verify/judge.h"
@@ -52,7 +54,15 @@ class Registry {
 
 std::shared_ptr<Variant> make_replica_variant();
 
-// Loads every kernel a plugin library exports; throws std::runtime_error naming what is wrong.
+// Loads every kernel a plugin library exports into this process; throws std::runtime_error naming
+// what is wrong. flashcheck's own process loads none by default: describe_plugin
+// (runner/isolation.h) loads it in a worker process, which calls this.
 std::vector<std::shared_ptr<Variant>> load_plugin(const std::string& path);
+
+// Kernels as data (name and every capability), for the trip from a worker process that loaded a
+// plugin to flashcheck's process, which never does. A described variant's supports() and
+// forward() are asked of its KernelWorker; called in-process they throw std::logic_error.
+nlohmann::json describe_variants(const std::vector<std::shared_ptr<Variant>>& variants);
+std::vector<std::shared_ptr<Variant>> described_variants(const nlohmann::json& description);
 
 }  // namespace flashcheck

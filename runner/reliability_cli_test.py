@@ -2,9 +2,11 @@
 """The exit-code contract end to end (README, "Reliability"): whatever a kernel does, flashcheck
 exits 0 (pass), 1 (mismatch: the kernel failed, crashed, exited or hung) or 125 (cannot test: bad
 command line, refused plugin), names what happened, writes its --json, and leaves other kernels'
-results intact; `git bisect run` over a commit that starts crashing finds that commit.
+results intact; `git bisect run` over a commit that starts crashing finds that commit. A plugin's
+loading, supports() and unloading are isolated as its forward() is; a failure is re-run before it
+is called reproduced.
 
-    reliability_cli_test.py FLASHCHECK HOSTILE_PLUGINS.so EXAMPLE_PLUGIN.so
+    reliability_cli_test.py FLASHCHECK HOSTILE_PLUGINS.so EXAMPLE_PLUGIN.so BUILD_DIR
 """
 import json
 import os
@@ -13,7 +15,9 @@ import subprocess
 import sys
 import tempfile
 
-FC, HOSTILE, EXAMPLE = (os.path.abspath(a) for a in sys.argv[1:4])
+FC, HOSTILE, EXAMPLE, BUILD = (os.path.abspath(a) for a in sys.argv[1:5])
+LIFECYCLE = {b: os.path.join(BUILD, f"hostile_{b}.so")
+             for b in ("ctor_segv", "ctor_hang", "ctor_exit", "ctor_printf", "dtor_exit0", "dtor_segv")}
 failures = []
 
 
@@ -168,6 +172,75 @@ if shutil.which("git"):
     g("bisect", "reset")
 else:
     print("git not found: the bisect part did not run")
+
+# 7. Loading runs in a worker: a constructor, flashcheck_get_kernel or a declared space that
+#    crashes, exits or hangs is "cannot test" (125) naming the plugin; a constructor's printf never
+#    reaches stdout, so `list --json -` stays JSON.
+for lib, env, says in [(LIFECYCLE["ctor_segv"], {}, "crashed (SIGSEGV) while loading"),
+                       (LIFECYCLE["ctor_exit"], {}, "exited 0 while loading"),
+                       (LIFECYCLE["ctor_hang"], {}, "timed out after 1 s while loading"),
+                       (HOSTILE, {"FLASHCHECK_HOSTILE_SET": "get_kernel_segv"}, "crashed (SIGSEGV) while loading"),
+                       (HOSTILE, {"FLASHCHECK_HOSTILE_SET": "space_bad_pointer"}, "crashed (SIGSEGV) while loading")]:
+    for cmd in (["run", "--cases", "2"], ["list"]):
+        p = run(*cmd, "--plugin", lib, "--load-timeout", "1", env=env)
+        check(p.returncode == 125 and f"cannot test: plugin '{lib}'" in p.stderr and says in p.stderr,
+              f"{cmd[0]} --plugin {os.path.basename(lib)} {env}: not refused with '{says}'", p)
+p = run("list", "--json", "-", "--plugin", LIFECYCLE["ctor_printf"])
+try:
+    listed = [k["name"] for k in json.loads(p.stdout)]
+except ValueError:
+    listed = None
+check(p.returncode == 0 and listed is not None and "lifecycle_ctor_printf" in listed, "list --json -: not pure JSON", p)
+check("[plugin hostile_ctor_printf.so] hello from lifecycle_ctor_printf's constructor" in p.stderr,
+      "list: the constructor's printf is not on stderr, marked as the plugin's", p)
+
+# 8. supports() runs in the kernel's worker: its crash fails the kernel (1), in run and determinism.
+p = run("run", "--plugin", HOSTILE, "--kernel", "hostile_supports_segv", *quick)
+check(p.returncode == 1 and "crashed (SIGSEGV) in its supports()" in summary_row(p.stdout, "hostile_supports_segv"),
+      "supports() crash: not a failed kernel", p)
+p = run("determinism", "--plugin", HOSTILE, "--kernel", "hostile_supports_segv", "--runs", "2", "--problem",
+        "b=1 h=2 s=20 d=16 dtype=f32")
+check(p.returncode == 1 and "in its supports()" in p.stdout, "determinism: supports() crash not a failure", p)
+
+# 9. Unloading runs in the worker: a destructor's _exit(0) can no longer turn a failed run into
+#    exit 0; the kernel whose library does it fails, named.
+out = os.path.join(tmp, "dtor.json")
+p = run("run", "--plugin", LIFECYCLE["dtor_exit0"], "--kernel", "all", *quick, "--json", out)
+check(p.returncode == 1, "dtor _exit(0): the run must fail (its _wrong kernel fails, its library exits at unload)", p)
+check("exited 0 while unloading" in summary_row(p.stdout, "lifecycle_dtor_exit0"), "dtor _exit(0): not named in the summary", p)
+if check(os.path.exists(out), "dtor _exit(0): --json not written", p):
+    v = {x["name"]: x for x in json.load(open(out))["variants"]}
+    check(v.get("lifecycle_dtor_exit0", {}).get("unload_failure", "").startswith("exited 0 while unloading"),
+          f"dtor _exit(0): JSON has no unload_failure: {v.get('lifecycle_dtor_exit0')}")
+p = run("run", "--plugin", LIFECYCLE["dtor_segv"], "--kernel", "lifecycle_dtor_segv", *quick)
+check(p.returncode == 1 and "crashed (SIGSEGV) while unloading" in p.stdout, "dtor segv: not a failed kernel", p)
+
+# 10. --timeout cannot apply without isolation: said, not silently ignored.
+p = run("run", "--kernel", "replica", "--cases", "1", "--no-isolation", "--timeout", "5")
+check(p.returncode == 0 and "--timeout cannot apply with --no-isolation" in p.stderr, "no warning for --no-isolation --timeout", p)
+
+# 11. A failure is re-run from scratch before it is called reproduced; one that fails only some
+#     re-runs is flaky with k of n, never a plain reproduce line.
+state = os.path.join(tmp, "flaky_state")
+out = os.path.join(tmp, "flaky.json")
+p = run("run", "--plugin", HOSTILE, "--kernel", "hostile_flaky", *quick, "--json", out, env={"FLASHCHECK_FLAKY_STATE": state})
+check(p.returncode == 1, "flaky: exit should be 1", p)
+check(not [l for l in p.stdout.splitlines() if l.startswith("reproduce: ") or l.startswith("  reproduce")],
+      "flaky: a reproduce line for a failure that does not reproduce", p)
+check([l for l in p.stdout.splitlines() if l.startswith("flaky (failed ")], "flaky: no 'flaky (failed k of n ...)' line", p)
+if check(os.path.exists(out), "flaky: --json not written", p):
+    kept = json.load(open(out))["variants"][0].get("failures", [])
+    check(kept, "flaky: no failure kept in the JSON")
+    for f in kept:
+        r = f.get("reproduced", {})
+        check(r.get("runs") == 3 and 0 < r.get("failed", -1) < 3 and r.get("flaky") is True, f"flaky: JSON reproduced is {r}")
+p = run("run", "--plugin", HOSTILE, "--kernel", "hostile_segv", "--cases", "3", "--max-seq", "16", "--json", out)
+if check(os.path.exists(out), "segv: --json not written", p):
+    kept = json.load(open(out))["variants"][0].get("failures", [])
+    check(kept, "segv: no failure kept in the JSON")
+    for f in kept:
+        check(f.get("reproduced") == {"runs": 3, "failed": 3, "flaky": False, "fresh_processes": True},
+              f"segv: JSON reproduced is {f.get('reproduced')}")
 
 shutil.rmtree(tmp, ignore_errors=True)
 for f in failures:

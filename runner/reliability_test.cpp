@@ -16,28 +16,11 @@
 #include "runner/harness.h"
 #include "runner/isolation.h"
 #include "runner/registry.h"
+#include "runner/reliability_fixtures.h"
 #include "testing/test_seed.h"
 #include "verify/judge.h"
 
 namespace flashcheck {
-namespace {
-
-IsolationOptions isolated(double timeout_s = 20) {
-  IsolationOptions o;
-  o.enabled = true;
-  o.worker_exe = FLASHCHECK_BINARY;
-  o.timeout_s = timeout_s;
-  return o;
-}
-
-std::shared_ptr<Variant> kernel_of(const std::string& lib, const std::string& name) {
-  for (auto& v : load_plugin(lib))
-    if (v->name() == name) return v;
-  ADD_FAILURE() << "no kernel " << name << " in " << lib;
-  return nullptr;
-}
-
-std::shared_ptr<Variant> hostile(const std::string& name) { return kernel_of(FLASHCHECK_HOSTILE_PLUGINS, name); }
 
 // A fresh random case the example kernel supports (f32 or bf16, small), from this run's seed.
 Case random_case(uint64_t salt) {
@@ -54,6 +37,8 @@ Case random_case(uint64_t salt) {
   p.dtype = pick(0, 1) ? DType::f32 : DType::bf16;
   return Case{p, Dist::normal, g()};
 }
+
+namespace {
 
 struct Expect {
   const char* kernel;
@@ -110,6 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Expect{"hostile_write_q", "kernel_crashed", "of input q (inputs are read-only)"},
                       Expect{"hostile_underrun", "out_of_bounds", ""},
                       Expect{"hostile_error", "kernel_error", "out of patience"},
+                      Expect{"hostile_supports_segv", "kernel_crashed", "crashed (SIGSEGV) in its supports()"},
                       Expect{"hostile_chatty", nullptr, nullptr}, Expect{"hostile_polite", nullptr, nullptr},
                       Expect{"broken_oob_write", "out_of_bounds", "at byte 0 past the end of o"},
                       Expect{"broken_unwritten_row", "unwritten", ""}),
@@ -169,6 +155,7 @@ TEST(Campaign, CrashingKernelFailsEveryCaseShrunkAndNamed) {
   opt.progress = false;
   opt.plugin = FLASHCHECK_HOSTILE_PLUGINS;
   opt.isolation = isolated();
+  opt.confirm_runs = 3;
   std::ostringstream log;
   VariantSummary s = run_campaign(*v, opt, log);
   EXPECT_EQ(s.failed, s.cases - s.skipped);
@@ -185,6 +172,14 @@ TEST(Campaign, CrashingKernelFailsEveryCaseShrunkAndNamed) {
   EXPECT_EQ(small.seq_q, 1);
   EXPECT_EQ(small.seq_kv, 1);
   EXPECT_NE(s.repro[0].find("--kernel hostile_segv --plugin " FLASHCHECK_HOSTILE_PLUGINS), std::string::npos) << s.repro[0];
+  // Re-run from scratch before its reproduce line: it crashes every time, a confirmed reproduction.
+  for (const CaseOutcome& f : s.failures) {
+    ASSERT_TRUE(f.reproduced);
+    EXPECT_EQ(f.reproduced->runs, 3);
+    EXPECT_EQ(f.reproduced->failed, 3);
+    EXPECT_TRUE(f.reproduced->confirmed() && f.reproduced->fresh_processes);
+  }
+  EXPECT_NE(log.str().find("reproduce (shrunk; failed 3 of 3 re-runs, each in a fresh process)"), std::string::npos) << log.str();
 }
 
 // A kernel that hangs costs its time limit a few times, not a whole campaign.
@@ -328,17 +323,6 @@ TEST(Tightness, IsTheCriterionNearestItsLimit) {
   exact.criteria.push_back({"cosine", true, 1, 0.9999, "at least"});
   exact.criteria.push_back({"rel_l2", true, 0, 0.01, "at most"});
   EXPECT_EQ(tightest_criterion(exact)->criterion, "cosine");
-}
-
-// A case far beyond the campaign's sizes gets time for its work: the default limit grows with it.
-TEST(Isolation, DefaultTimeLimitGrowsWithTheProblem) {
-  Problem small, huge;
-  huge.seq_q = huge.seq_kv = 131072;
-  huge.heads_q = huge.heads_kv = 16;
-  huge.head_dim_qk = huge.head_dim_v = 128;
-  EXPECT_EQ(default_case_timeout_s(small, Memory::host), 60.0 + small.flops() / 1e9);
-  EXPECT_GT(default_case_timeout_s(huge, Memory::host), 10 * 60.0);
-  EXPECT_LT(default_case_timeout_s(huge, Memory::device), default_case_timeout_s(huge, Memory::host));
 }
 
 }  // namespace

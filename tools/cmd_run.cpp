@@ -43,8 +43,11 @@ struct Selected {
   std::string plugin;
 };
 
-// The variants a command works on: built-ins plus plugins; `which` is a name or "all".
-std::vector<Selected> select(const std::string& which, const std::vector<std::string>& plugins, bool default_plugin) {
+// The variants a command works on: built-ins plus plugins; `which` is a name or "all". With
+// `isolation`, each plugin is loaded only in a worker process that describes its kernels (its
+// constructors and flashcheck_get_kernel never run here); without, it is loaded in this process.
+std::vector<Selected> select(const std::string& which, const std::vector<std::string>& plugins, bool default_plugin,
+                             const IsolationOptions* isolation) {
   std::vector<Selected> pool;
   for (auto& v : Registry::builtin().all()) pool.push_back({v, ""});
   if (which != "all" && plugins.empty())
@@ -55,7 +58,7 @@ std::vector<Selected> select(const std::string& which, const std::vector<std::st
   if (libs.empty() && default_plugin && std::filesystem::exists(self_dir() / "example_cpu_plugin.so"))
     libs.push_back((self_dir() / "example_cpu_plugin.so").string());
   for (const auto& lib : libs)
-    for (auto& v : load_plugin(lib)) {
+    for (auto& v : isolation ? describe_plugin(lib, *isolation) : load_plugin(lib)) {
       // Names are how kernels are chosen and reproduced: two libraries may not share one.
       for (const Selected& s : pool)
         if (s.v->name() == v->name())
@@ -69,6 +72,23 @@ std::vector<Selected> select(const std::string& which, const std::vector<std::st
   std::string names;
   for (auto& s : pool) names += " " + s.v->name();
   throw CannotTest("no kernel named '" + which + "' (known:" + names + ")");
+}
+
+// The isolation a command's options ask for; `--timeout` without isolation cannot be enforced.
+IsolationOptions isolation_from(bool no_isolation, double timeout, double load_timeout, const char* command) {
+  IsolationOptions iso;
+  iso.enabled = !no_isolation;
+  if (timeout > 0) iso.timeout_s = timeout;
+  if (load_timeout > 0) iso.load_timeout_s = load_timeout;
+  if (no_isolation && timeout > 0)
+    std::fprintf(stderr, "flashcheck %s: warning: --timeout cannot apply with --no-isolation (a kernel runs in this process, "
+                 "and a hang hangs flashcheck)\n", command);
+  return iso;
+}
+
+// A kept failure's re-runs, in the JSON report beside its `repro`.
+nlohmann::json reproduction_json(const Reproduction& r) {
+  return {{"runs", r.runs}, {"failed", r.failed}, {"flaky", !r.confirmed()}, {"fresh_processes", r.fresh_processes}};
 }
 
 // Refuses a report path that cannot be written before any work is done (a long campaign whose
@@ -132,6 +152,7 @@ std::string summary_note(const VariantSummary& s) {
   }
   if (s.first_abnormal) note += "; first: " + *s.first_abnormal;
   if (s.not_run) note += "; " + std::to_string(s.not_run) + " cases not run after " + std::to_string(s.timed_out) + " timeouts";
+  if (s.unload_failure) note += (note.empty() ? "its plugin " : "; its plugin ") + *s.unload_failure;
   return note;
 }
 
@@ -144,7 +165,7 @@ void add_run(CLI::App& app, Action& action) {
     std::vector<std::string> plugins, dtypes;
     CampaignOptions c;
     uint64_t input_seed = 1;
-    double timeout = 0;
+    double timeout = 0, load_timeout = 0;
     bool no_shrink = false, no_isolation = false;
     std::string html;
   };
@@ -168,8 +189,10 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--dist", o->dist, "input distribution for --problem");
   cmd->add_option("--input-seed", o->input_seed, "input seed for --problem")->check(whole_number(0, kMaxU64));
   cmd->add_option("--timeout", o->timeout,
-                  "seconds one case may run before it is failed as a hang (default: 60 plus time for the problem's work)")
+                  "seconds one case may run before it is failed as a hang (default: learned per kernel, 10x its slowest "
+                  "passing case and at least 5 s; 15 s plus time for the problem's work before any case passed)")
       ->check(positive_number(1e6));
+  cmd->add_option("--load-timeout", o->load_timeout, "seconds a plugin may take to load (default 60)")->check(positive_number(1e6));
   cmd->add_flag("--no-shrink", o->no_shrink, "report failures as drawn");
   cmd->add_flag("--load", o->c.load,
                 "production load: cases grown (keeping their tile-boundary residues) to B*Hq >= 32 and sequences >= 1000; "
@@ -208,9 +231,9 @@ void add_run(CLI::App& app, Action& action) {
       o->c.dtypes.clear();
       for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
       if (!o->json.empty() && o->json != "-") require_writable(o->json);
-      o->c.isolation.enabled = !o->no_isolation;
-      if (o->timeout > 0) o->c.isolation.timeout_s = o->timeout;
-      auto variants = select(o->kernel, o->plugins, true);
+      o->c.isolation = isolation_from(o->no_isolation, o->timeout, o->load_timeout, "run");
+      o->c.confirm_runs = 3;  // no reproduce line without its re-runs
+      auto variants = select(o->kernel, o->plugins, true, o->no_isolation ? nullptr : &o->c.isolation);
       if (!o->problem.empty()) {  // one case: the reproduction of a failure
         Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
         int rc = kCannotTest;
@@ -223,18 +246,40 @@ void add_run(CLI::App& app, Action& action) {
             continue;
           }
           std::unique_ptr<KernelWorker> worker;
-          if (o->c.isolation.enabled && !v->unsupported(c.problem))
-            worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
+          if (o->c.isolation.enabled) worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
           CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty(), o->c.oracle);
-          if (out.skipped) {
+          const std::optional<AbnormalEnd> unloaded = worker ? worker->unload() : std::nullopt;
+          if (out.skipped && !unloaded) {
             std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
             j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
             continue;
           }
-          std::cout << v->name() << ": " << to_text(out.report);
-          j["variants"].push_back({{"name", v->name()}, {"report", to_json(out.report)}});
-          if (!o->html.empty() && !out.passed) write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
-          rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
+          nlohmann::json entry{{"name", v->name()}};
+          bool passed = !unloaded;
+          if (!out.skipped) {
+            passed &= out.passed;
+            // A failure is run again from scratch before it is called reproduced (a hang once).
+            if (!out.passed)
+              out.reproduced = reproduce_case(*v, c, out.abnormal && out.abnormal->timed_out ? 1 : o->c.confirm_runs,
+                                              kDefaultMaxRows, plugin, o->c.isolation, nullptr, o->c.oracle);
+            Report shown = out.report;
+            if (out.reproduced && !out.reproduced->confirmed()) shown.repro.clear();
+            std::cout << v->name() << ": " << to_text(shown);
+            if (out.reproduced)
+              std::cout << (out.reproduced->confirmed() ? "  reproduced: " : "  FLAKY: ") << to_text(*out.reproduced)
+                        << (out.reproduced->confirmed() ? "\n" : "; the command may pass\n");
+            entry["report"] = to_json(out.report);
+            if (out.reproduced) entry["reproduced"] = reproduction_json(*out.reproduced);
+            if (!o->html.empty() && !out.passed) write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
+          } else {
+            entry["skipped"] = *out.skipped;
+          }
+          if (unloaded) {
+            std::cout << v->name() << ": FAILED: its plugin " << unloaded->detail << "\n";
+            entry["unload_failure"] = unloaded->detail;
+          }
+          j["variants"].push_back(entry);
+          rc = (rc == kMismatch || !passed) ? int{kMismatch} : int{kPass};
         }
         std::cout.flush();
         if (o->json == "-") json_out.write(j.dump(2) + "\n");
@@ -262,7 +307,7 @@ void add_run(CLI::App& app, Action& action) {
                       s.unavailable->c_str());
           continue;
         }
-        any_failed |= s.failed > 0;
+        any_failed |= s.failed > 0 || s.unload_failure.has_value();
         any_tested |= (s.passed + s.failed) > 0;
         // How close the judged cases came to failing, never a number over cases nobody judged.
         const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
@@ -281,7 +326,14 @@ void add_run(CLI::App& app, Action& action) {
         if (why.size() > 3) std::printf("skipped: %s: and %zu other reasons (see --json)\n", s.name.c_str(), why.size() - 3);
       }
       for (auto& s : all)
-        for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
+        for (size_t k = 0; k < s.repro.size(); ++k) {
+          // A failure that did not fail every re-run is flaky: never a plain reproduce line.
+          const std::optional<Reproduction>& r = s.failures[k].reproduced;
+          if (r && !r->confirmed())
+            std::printf("flaky (%s): %s\n", to_text(*r).c_str(), s.repro[k].c_str());
+          else
+            std::printf("reproduce: %s\n", s.repro[k].c_str());
+        }
       if (!o->html.empty()) {
         write_failure_pages(all, o->html);
       }
@@ -301,11 +353,16 @@ void add_run(CLI::App& app, Action& action) {
           if (!s.skipped_by.empty()) v["skipped_by"] = s.skipped_by;
           if (s.first_abnormal) v["first_abnormal"] = *s.first_abnormal;
           if (s.not_run) v["not_run"] = s.not_run;
+          if (s.unload_failure) v["unload_failure"] = *s.unload_failure;
           if (s.tightest)
             v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
                              {"limit", s.tightest->limit}, {"case", s.tightest->case_index},
                              {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
-          for (auto& f : s.failures) v["failures"].push_back(to_json(f.report));
+          for (auto& f : s.failures) {
+            nlohmann::json fj = to_json(f.report);
+            if (f.reproduced) fj["reproduced"] = reproduction_json(*f.reproduced);
+            v["failures"].push_back(fj);
+          }
           j["variants"].push_back(v);
         }
         if (o->json == "-") {
@@ -330,14 +387,19 @@ void add_list(CLI::App& app, Action& action) {
   struct Opts {
     std::vector<std::string> plugins;
     std::string json;
+    double load_timeout = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--plugin", o->plugins, "also list the kernels of these plugin libraries");
   cmd->add_option("--json", o->json, "write the list as JSON to PATH, or - for stdout");
+  cmd->add_option("--load-timeout", o->load_timeout, "seconds a plugin may take to load (default 60)")->check(positive_number(1e6));
   cmd->callback([o, &action] {
     action = [o] {
       nlohmann::json j = nlohmann::json::array();
-      for (auto& [v, plugin] : select("all", o->plugins, false)) {
+      // Plugins are described by a worker process: a constructor's printf goes to stderr marked
+      // [plugin ...], never into the list (`--json -` stays JSON), and its crash is a refusal.
+      const IsolationOptions iso = isolation_from(false, 0, o->load_timeout, "list");
+      for (auto& [v, plugin] : select("all", o->plugins, false, &iso)) {
         const Capabilities& c = v->caps();
         const auto why = v->unavailable();
         nlohmann::json e{{"name", v->name()},
@@ -384,7 +446,9 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("--iters", o->iters, "timed runs; the median is reported")->check(whole_number(1, 1000000));
   cmd->callback([o, &action] {
     action = [o] {
-      auto variants = select(o->kernel, o->plugins, false);
+      // Timed in this process (isolation would time the worker round trip too): the plugin is loaded
+      // here, its constructors included. Run a kernel through `flashcheck run` first.
+      auto variants = select(o->kernel, o->plugins, false, nullptr);
       std::printf("device: %s\n%-16s %-62s %10s %10s %9s\n", device::unavailable() ? "none" : device::name().c_str(),
                   "kernel", "shape", "median_ms", "min_ms", "TFLOPS");
       std::fflush(stdout);
@@ -425,29 +489,35 @@ void add_determinism(CLI::App& app, Action& action) {
   cmd->add_option("--plugin", o->plugins, "plugin libraries");
   cmd->add_option("--problem", o->problem, "problem (without dtype=: the kernel's first declared dtype)");
   cmd->add_option("--runs", o->runs, "runs (default 100)")->check(whole_number(1, 1000000));
-  cmd->add_option("--timeout", o->timeout, "seconds one run may take (default: 60 plus time for the problem's work)")
+  cmd->add_option("--timeout", o->timeout, "seconds one run may take (default: 15 s plus time for the problem's work, then 10x the first run, at least 5 s)")
       ->check(positive_number(1e6));
   cmd->add_flag("--no-isolation", o->no_isolation, "run the kernel inside flashcheck's own process (debugging)");
   cmd->callback([o, &action] {
     action = [o] {
-      auto [v, plugin] = select(o->kernel, o->plugins, false).front();
+      const IsolationOptions iso = isolation_from(o->no_isolation, o->timeout, 0, "determinism");
+      auto [v, plugin] = select(o->kernel, o->plugins, false, o->no_isolation ? nullptr : &iso).front();
       Problem p = parse_problem(o->problem);
       if (o->problem.find("dtype=") == std::string::npos) p.dtype = v->caps().dtypes.front();
       if (auto why = v->unavailable()) throw CannotTest(v->name() + " unavailable: " + *why);
-      if (auto why = v->unsupported(p)) throw CannotTest(v->name() + " does not support it: " + *why);
-      const Inputs in = make_inputs(p, 777);
       std::unique_ptr<KernelWorker> worker;
-      if (!o->no_isolation) {
-        IsolationOptions iso;
-        iso.enabled = true;
-        if (o->timeout > 0) iso.timeout_s = o->timeout;
-        worker = std::make_unique<KernelWorker>(*v, plugin, iso);
+      if (!o->no_isolation) worker = std::make_unique<KernelWorker>(*v, plugin, iso);
+      // Its supports() runs where its crash is the kernel's failure (exit 1), as in `run`.
+      const SupportsAnswer supported = supports_of(*v, p, worker.get());
+      if (supported.abnormal || supported.error) {
+        std::printf("%s: %s: %s\n", v->name().c_str(), supported.abnormal ? supported.abnormal->criterion.c_str() : "kernel_error",
+                    supported.abnormal ? supported.abnormal->detail.c_str() : supported.error->c_str());
+        return int{kMismatch};
       }
+      if (supported.refusal) throw CannotTest(v->name() + " does not support it: " + *supported.refusal);
+      const Inputs in = make_inputs(p, 777);
       // One run; a crash, hang or kernel error is a failure of the kernel (exit 1), as in `run`.
       auto once = [&](int r) -> std::optional<HarnessResult> {
         if (!worker) return run_variant(*v, p, in);
         IsolatedRun got = worker->run(p, in);
-        if (got.result) return std::move(got.result);
+        if (got.result) {
+          worker->time_limit().passed(p, got.kernel_seconds);  // it returned: later runs are held to its pace
+          return std::move(got.result);
+        }
         std::printf("%s: run %d: %s: %s\n", v->name().c_str(), r, got.abnormal ? got.abnormal->criterion.c_str() : "kernel_error",
                     got.abnormal ? got.abnormal->detail.c_str() : got.error->c_str());
         return std::nullopt;
@@ -474,6 +544,11 @@ void add_determinism(CLI::App& app, Action& action) {
       }
       progress.finish();
       std::printf("%s: %d runs bitwise identical (O and LSE) on %s\n", v->name().c_str(), o->runs, to_string(p).c_str());
+      if (worker)
+        if (auto bad = worker->unload()) {
+          std::printf("%s: FAILED: its plugin %s\n", v->name().c_str(), bad->detail.c_str());
+          return int{kMismatch};
+        }
       return int{kPass};
     };
   });

@@ -8,7 +8,10 @@
  *   "name_replica", "name_spaces", "name_nonprintable", "name_all", "no_name", "duplicate",
  *   "lse_base_77", "memory_9", "empty_lse_5", "no_supports"
  *                       a valid kernel followed by one with exactly that bad field, which the loader
- *                       must refuse naming it. */
+ *                       must refuse naming it;
+ *   "get_kernel_segv", "space_bad_pointer"
+ *                       a valid kernel, then loading crashes: flashcheck_get_kernel(1) itself, or the
+ *                       declared space flashcheck reads (see the block at the end of this file). */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +21,9 @@
 #include "flashcheck_plugin.h"
 
 const fc_kernel* flashcheck_example_kernel(void);
+/* The block at the end of this file: more runtime kernels, and more sets. */
+static const fc_kernel* more_runtime_kernels(uint32_t index);
+static const fc_kernel* more_sets(const char* set, uint32_t index, int* handled);
 
 static int64_t elem_bytes(const fc_problem* p) { return p->dtype == FC_DTYPE_F32 ? 4 : 2; }
 static int64_t o_bytes(const fc_problem* p) { return p->batch * p->heads_q * p->seq_q * p->head_dim_v * elem_bytes(p); }
@@ -136,7 +142,89 @@ static void make_bad(const char* set) {
 const fc_kernel* flashcheck_get_kernel(uint32_t index) {
   const char* set = getenv("FLASHCHECK_HOSTILE_SET");
   if (!set || !*set || !strcmp(set, "runtime"))
-    return index < sizeof kRuntime / sizeof kRuntime[0] ? &kRuntime[index] : NULL;
+    return index < sizeof kRuntime / sizeof kRuntime[0] ? &kRuntime[index]
+                                                        : more_runtime_kernels(index - sizeof kRuntime / sizeof kRuntime[0]);
+  int handled = 0;
+  const fc_kernel* more = more_sets(set, index, &handled);
+  if (handled) return more;
   make_bad(set);
   return index < 2 ? &g_bad[index] : NULL;
+}
+
+/* ---- Isolation of everything a plugin runs (issue 21, items 4 and 6) --------------------------
+ * supports() that crashes or hangs (the case fails: the kernel's own code did it), a kernel that
+ * fails only sometimes (its reproduce line must say flaky, never a clean repro), and loading that
+ * crashes in flashcheck_get_kernel or in the declared space flashcheck reads (cannot test). A
+ * constructor or destructor runs for the whole library: those are hostile_lifecycle.c, one .so
+ * each. */
+static int supports_segv(const fc_problem* p) {
+  (void)p;
+  return *g_null;
+}
+static int supports_hang(const fc_problem* p) {
+  (void)p;
+  for (;;) ++g_spin;
+}
+
+/* Fails every other call: odd calls zero o. The count lives in the file FLASHCHECK_FLAKY_STATE
+ * when set (so it runs on across processes: re-runs in fresh processes alternate), else in this
+ * process (so each fresh process passes its first call). */
+static long next_call(void) {
+  static long in_process;
+  const char* path = getenv("FLASHCHECK_FLAKY_STATE");
+  if (!path || !*path) return in_process++;
+  long n = 0;
+  FILE* f = fopen(path, "r");
+  if (f) {
+    if (fscanf(f, "%ld", &n) != 1) n = 0;
+    fclose(f);
+  }
+  f = fopen(path, "w");
+  if (f) {
+    fprintf(f, "%ld\n", n + 1);
+    fclose(f);
+  }
+  return n;
+}
+static int flaky(const fc_problem* p, const void* q, const void* k, const void* v, void* o, float* lse, void* s) {
+  (void)s;
+  int rc = base(p, q, k, v, o, lse);
+  if (next_call() % 2) memset(o, 0, (size_t)o_bytes(p));
+  return rc;
+}
+
+/* Correct for its first 3 calls in a process, then hangs: its passing cases teach flashcheck how
+ * long it takes, so its hang is cut at the learned limit. */
+static int hang_later(const fc_problem* p, const void* q, const void* k, const void* v, void* o, float* lse, void* s) {
+  static int calls;
+  if (++calls > 3) return hang(p, q, k, v, o, lse, s);
+  return base(p, q, k, v, o, lse);
+}
+
+#define KERNEL_S(name, sup, fn) \
+  { FLASHCHECK_PLUGIN_ABI_VERSION, sizeof(fc_kernel), name, FC_MEMORY_HOST, FC_LSE_BASE_2, FC_EMPTY_LSE_NEG_INF, sup, fn, 0 }
+
+static const fc_kernel kMoreRuntime[] = {
+    KERNEL_S("hostile_supports_segv", supports_segv, polite),
+    KERNEL_S("hostile_supports_hang", supports_hang, polite),
+    KERNEL("hostile_flaky", flaky),
+    KERNEL("hostile_hang_later", hang_later),
+};
+
+static const fc_kernel* more_runtime_kernels(uint32_t index) {
+  return index < sizeof kMoreRuntime / sizeof kMoreRuntime[0] ? &kMoreRuntime[index] : NULL;
+}
+
+/* A kernel whose declared space flashcheck cannot read (a pointer into the first page). */
+static fc_kernel g_bad_space;
+
+static const fc_kernel* more_sets(const char* set, uint32_t index, int* handled) {
+  *handled = !strcmp(set, "get_kernel_segv") || !strcmp(set, "space_bad_pointer");
+  if (!*handled) return NULL;
+  if (index == 0) return &kValid;
+  if (index > 1) return NULL;
+  if (!strcmp(set, "get_kernel_segv")) return (const fc_kernel*)(uintptr_t)(*g_null);
+  g_bad_space = kBadTemplate;
+  g_bad_space.space = (const fc_space*)(uintptr_t)64;
+  return &g_bad_space;
 }

@@ -9,10 +9,10 @@ optional (CPU or CUDA tensors, bfloat16 included, never converted to another dty
     # a kernel declines a problem it does not support with `raise flashcheck.Unsupported("why")`:
     # counted as declined, never failed; a fuzz that declined everything is falsy ("nothing tested")
 """
-from ._api import Problem, Report, Worst, assert_close, check, make_inputs, replay
-from ._fuzz import Failure, FuzzResult, Unsupported, fuzz
+from ._api import Problem, Report, Worst, assert_close, check, make_inputs
+from ._fuzz import Failure, FuzzResult, Replay, Unsupported, fuzz, replay
 from ._lib import API_VERSION, FlashcheckError
 from ._tensors import bf16_to_float32, float32_to_bf16
 
 __all__ = ["check", "assert_close", "fuzz", "replay", "make_inputs", "Problem", "Report", "Worst", "Failure",
-           "FuzzResult", "Unsupported", "FlashcheckError", "bf16_to_float32", "float32_to_bf16", "API_VERSION"]
+           "FuzzResult", "Replay", "Unsupported", "FlashcheckError", "bf16_to_float32", "float32_to_bf16", "API_VERSION"]

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from . import _lib
-from ._api import Problem, Report, deliver, make_inputs, read_buffer, replay, resolve_backend, split_output
+from ._api import Problem, Report, deliver, make_inputs, read_buffer, replay as _replay_once, resolve_backend, split_output
+from ._api import check as _check
 from ._tensors import lse_bits, to_bits
 
 
@@ -292,7 +293,7 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         failures.append(Failure(p, dist, case.input_seed, report, "\n".join(lines)))
         if html_dir is not None:
             Path(html_dir).mkdir(parents=True, exist_ok=True)
-            replay(kernel, p, dist, case.input_seed, lse_base=lse_base, empty_row_lse=empty_row_lse, backend=backend,
+            _replay_once(kernel, p, dist, case.input_seed, lse_base=lse_base, empty_row_lse=empty_row_lse, backend=backend,
                    device=device, layout=layout, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
                    html=Path(html_dir) / f"{name.replace('/', '_')}_{i}.html")
 
@@ -320,3 +321,74 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         print(text, end="")
     return FuzzResult(name, seed, (summary.cases, summary.passed, summary.failed, summary.skipped), failures,
                       campaign, text, reasons)
+
+
+class Replay(Report):
+    """A replayed case's report, with how many of its runs failed.
+
+    The report is the first failing run's (the first run's when none failed), so bool() is False
+    as soon as one run failed. `reproduced` is {"runs": n, "failed": k}; `confirmed` means every run
+    failed, `flaky` that some did and some did not (a kernel that caches by pointer, races, or
+    depends on what ran before it): then the case is no clean reproduction. Each run gets freshly
+    allocated inputs; a Python kernel runs in this process, so nothing it keeps between calls is
+    reset."""
+
+    reproduced = None
+
+    @property
+    def confirmed(self):
+        return self.reproduced["failed"] == self.reproduced["runs"]
+
+    @property
+    def flaky(self):
+        return 0 < self.reproduced["failed"] < self.reproduced["runs"]
+
+    def _summary(self):
+        k, n = self.reproduced["failed"], self.reproduced["runs"]
+        said = f"failed {k} of {n} run{'s' if n != 1 else ''} (fresh inputs each, in this process)"
+        if self.flaky:
+            return f"  FLAKY: {said}: not a clean reproduction (a kernel that caches, races or keeps state between calls)"
+        return f"  replayed: {said}"
+
+    def to_dict(self):
+        d = super().to_dict()
+        d["reproduced"] = dict(self.reproduced, flaky=self.flaky)
+        return d
+
+    def __str__(self):
+        return super().__str__().rstrip("\n") + "\n" + self._summary() + "\n"
+
+    def __repr__(self):
+        k, n = self.reproduced["failed"], self.reproduced["runs"]
+        return super().__repr__()[:-1] + f", failed {k} of {n} runs{' (flaky)' if self.flaky else ''}>"
+
+
+def replay(kernel, problem, dist="normal", seed=0, *, runs=3, lse_base="e", empty_row_lse="-inf", backend="numpy",
+           device=None, layout="bhsd", max_rows=4096, tile_q=128, tile_kv=128, html=None):
+    """Runs kernel(q, k, v, problem) `runs` times on the inputs flashcheck draws for (problem, dist,
+    seed), each time on freshly made inputs, and judges every output: one failing fuzz case, again,
+    and whether it fails every time. Returns a Replay (a Report): the first failing run's report,
+    with `reproduced` = {"runs": n, "failed": k} and `flaky` when 0 < k < n."""
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be a whole number of at least 1, got {runs!r}")
+    p = Problem.parse(problem) if isinstance(problem, str) else problem
+    kept, failed = None, 0
+    for _ in range(runs):
+        q, k, v = make_inputs(p, dist, seed, backend=backend, device=device, layout=layout)
+        o, lse = split_output(kernel(q, k, v, p))
+        if lse_base is None:  # declared without LSE: whatever it returns there is not judged
+            lse = None
+        args = (q, k, v, o, lse)
+        report = _check(*args, causal=p.causal, scale=p._custom_scale, lse_base=lse_base or "e",
+                        empty_row_lse=empty_row_lse, max_rows=max_rows, layout=layout, tile_q=tile_q, tile_kv=tile_kv)
+        failed += not report
+        if kept is None or (not report and kept[0]):
+            kept = (report, args)
+    report, args = kept
+    if html is not None:  # the kept run judged again, with the page's error maps
+        report = _check(*args, causal=p.causal, scale=p._custom_scale, lse_base=lse_base or "e",
+                        empty_row_lse=empty_row_lse, max_rows=max_rows, layout=layout, tile_q=tile_q, tile_kv=tile_kv,
+                        html=html)
+    report.__class__ = Replay
+    report.reproduced = {"runs": runs, "failed": failed}
+    return report

@@ -158,3 +158,55 @@ def test_html_pages_for_failures(tmp_path):
     assert len(pages) == 1 and 'id="tiles"' in pages[0].read_text()
     d = r.to_dict()
     assert d["failed"] == r.failed and d["failures"][0]["report"]["repro"].startswith("flashcheck.replay(")
+
+
+# ---- flashcheck.replay: a case run n times on fresh inputs, and how many runs failed -----------
+
+def _random_problem(salt):
+    rng = np.random.default_rng(seed_for(salt))
+    hkv = int(rng.integers(1, 3))
+    return flashcheck.Problem(int(rng.integers(1, 3)), hkv * int(rng.integers(1, 3)), hkv, int(rng.integers(17, 60)),
+                              int(rng.integers(17, 60)), 32, 32, causal=str(rng.choice(["none", "bottom_right"])),
+                              dtype=str(rng.choice(["f32", "f16"])))
+
+
+def test_replay_of_a_deterministic_failure_reproduces_every_run():
+    def zeros(q, k, v, p):  # wrong the same way every call
+        o, lse = kernels.reference(q, k, v, p)
+        return o * 0, lse
+
+    r = flashcheck.replay(zeros, _random_problem(90), "normal", seed_for(91))
+    assert not r and r.reproduced == {"runs": 3, "failed": 3} and r.confirmed and not r.flaky
+    assert "replayed: failed 3 of 3 runs" in str(r)
+    assert r.to_dict()["reproduced"] == {"runs": 3, "failed": 3, "flaky": False}
+
+
+def test_replay_of_a_kernel_that_fails_every_other_call_is_flaky():
+    calls, seen = [], []
+
+    def sometimes(q, k, v, p):  # wrong on every second call: state kept between calls
+        calls.append(1)
+        seen.append(q)
+        o, lse = kernels.reference(q, k, v, p)
+        return (o * 0 if len(calls) % 2 == 0 else o), lse
+
+    p = _random_problem(92)
+    r = flashcheck.replay(sometimes, p, "normal", seed_for(93), runs=4)
+    assert not r, "one run failed: the replay's verdict is that run's"
+    assert r.reproduced == {"runs": 4, "failed": 2} and r.flaky and not r.confirmed
+    assert "FLAKY: failed 2 of 4 runs" in str(r) and "cosine" in str(r)
+    assert r.to_dict()["reproduced"]["flaky"] is True
+    # Every run had inputs of its own, equal in value.
+    assert len(seen) == 4 and len({id(q) for q in seen}) == 4 and len({q.ctypes.data for q in seen}) == 4
+    assert all(np.array_equal(seen[0], q) for q in seen)
+
+
+def test_replay_of_a_correct_kernel_passes_every_run():
+    r = flashcheck.replay(kernels.reference, _random_problem(94), "normal", seed_for(95), runs=2)
+    assert r and r.reproduced == {"runs": 2, "failed": 0} and not r.flaky
+
+
+@pytest.mark.parametrize("runs", [0, -1, 1.5, True])
+def test_replay_refuses_a_run_count_that_is_not_a_whole_number(runs):
+    with pytest.raises(ValueError, match="runs"):
+        flashcheck.replay(kernels.reference, _random_problem(96), runs=runs)
