@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -71,24 +70,6 @@ std::vector<Selected> select(const std::string& which, const std::vector<std::st
   throw CannotTest("no kernel named '" + which + "' (known:" + names + ")");
 }
 
-// Refuses a report path that cannot be written before any work is done (a long campaign whose
-// JSON then vanishes helps nobody).
-void require_writable(const std::string& path) {
-  std::filesystem::path p(path);
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw CannotTest("--json " + path + ": no directory " + dir.string());
-  if (access(dir.c_str(), W_OK) != 0) throw CannotTest("--json " + path + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
-  if (std::filesystem::is_directory(p, ec)) throw CannotTest("--json " + path + ": is a directory");
-}
-
-void write_json_file(const std::string& path, const nlohmann::json& j) {
-  std::ofstream f(path);
-  f << j.dump(2) << "\n";
-  f.close();
-  if (!f) throw CannotTest("cannot write the JSON report to " + path + ": " + std::strerror(errno));
-}
-
 // For work that prints nothing for long stretches (one benchmark measurement): a line on stderr
 // every few seconds, from a thread, until it is destroyed.
 class Heartbeat {
@@ -130,7 +111,7 @@ std::string summary_note(const VariantSummary& s) {
       first = false;
     }
   }
-  if (s.first_abnormal) note += "; first: " + *s.first_abnormal;
+  if (s.first_abnormal) note += "; first: " + printable_line(*s.first_abnormal);
   if (s.not_run) note += "; " + std::to_string(s.not_run) + " cases not run after " + std::to_string(s.timed_out) + " timeouts";
   return note;
 }
@@ -186,141 +167,161 @@ void add_run(CLI::App& app, Action& action) {
                 "run kernels inside flashcheck's own process (debugging: a crash or hang then takes flashcheck down)");
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
-      JsonStdout json_out(o->json == "-");
-      if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
-        throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
-      o->c.shrink = !o->no_shrink;
-      o->c.error_maps = !o->html.empty();
-      o->c.oracle = o->oracle_name == "cpu" ? OracleChoice::cpu : o->oracle_name == "gpu" ? OracleChoice::gpu : OracleChoice::automatic;
-      if (o->c.oracle == OracleChoice::gpu)
-        if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
-      if (o->c.load) {  // defaults that fit production load, unless given
-        if (cmd->count("--max-seq") == 0) o->c.max_seq = 4096;
-        if (cmd->count("--max-work") == 0) o->c.max_work = 1e10;
-        o->c.max_rows = 512;
-      }
-      if (o->c.big) {
-        if (o->c.load) throw CannotTest("--big and --load are two different campaigns: give one");
-        o->c.max_rows = 16;
-        if (cmd->count("--max-seq") == 0) o->c.max_seq = 2048;
-        if (cmd->count("--max-work") == 0) o->c.max_work = 1e13;  // the draw's cap; the batch grows after it
-      }
-      o->c.dtypes.clear();
-      for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
-      if (!o->json.empty() && o->json != "-") require_writable(o->json);
-      o->c.isolation.enabled = !o->no_isolation;
-      if (o->timeout > 0) o->c.isolation.timeout_s = o->timeout;
-      auto variants = select(o->kernel, o->plugins, true);
-      if (!o->problem.empty()) {  // one case: the reproduction of a failure
-        Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
-        int rc = kCannotTest;
-        nlohmann::json j{{"problem", to_string(c.problem)}, {"dist", std::string(to_string(c.dist))}, {"input_seed", c.seed}};
-        j["variants"] = nlohmann::json::array();
-        for (auto& [v, plugin] : variants) {
-          if (auto why = v->unavailable()) {
-            std::cout << v->name() << ": unavailable (" << *why << ")\n";
-            j["variants"].push_back({{"name", v->name()}, {"unavailable", *why}});
-            continue;
+      CommandOutputs outputs("run", o->json);
+      return outputs.run([&] {
+        // Report paths first: a campaign whose reports cannot be written is refused before it runs.
+        outputs.require_writable();
+        if (!o->html.empty()) require_writable_dir("--html", o->html);
+        if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
+          throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
+        o->c.shrink = !o->no_shrink;
+        o->c.error_maps = !o->html.empty();
+        o->c.oracle = o->oracle_name == "cpu" ? OracleChoice::cpu : o->oracle_name == "gpu" ? OracleChoice::gpu : OracleChoice::automatic;
+        if (o->c.oracle == OracleChoice::gpu)
+          if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
+        if (o->c.load) {  // defaults that fit production load, unless given
+          if (cmd->count("--max-seq") == 0) o->c.max_seq = 4096;
+          if (cmd->count("--max-work") == 0) o->c.max_work = 1e10;
+          o->c.max_rows = 512;
+        }
+        if (o->c.big) {
+          if (o->c.load) throw CannotTest("--big and --load are two different campaigns: give one");
+          o->c.max_rows = 16;
+          if (cmd->count("--max-seq") == 0) o->c.max_seq = 2048;
+          if (cmd->count("--max-work") == 0) o->c.max_work = 1e13;  // the draw's cap; the batch grows after it
+        }
+        o->c.dtypes.clear();
+        for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
+        o->c.isolation.enabled = !o->no_isolation;
+        if (o->timeout > 0) o->c.isolation.timeout_s = o->timeout;
+        auto variants = select(o->kernel, o->plugins, true);
+        if (!o->problem.empty()) {  // one case: the reproduction of a failure
+          Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
+          int rc = kCannotTest;
+          std::optional<std::string> page_error;
+          nlohmann::json j{{"problem", to_string(c.problem)}, {"dist", std::string(to_string(c.dist))}, {"input_seed", c.seed}};
+          j["variants"] = nlohmann::json::array();
+          for (auto& [v, plugin] : variants) {
+            if (auto why = v->unavailable()) {
+              std::cout << v->name() << ": unavailable (" << printable_line(*why) << ")\n";
+              j["variants"].push_back({{"name", v->name()}, {"unavailable", *why}});
+              continue;
+            }
+            std::unique_ptr<KernelWorker> worker;
+            if (o->c.isolation.enabled && !v->unsupported(c.problem))
+              worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
+            CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty(), o->c.oracle);
+            if (out.skipped) {
+              std::cout << v->name() << ": skipped (" << printable_line(*out.skipped) << ")\n";
+              j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
+              continue;
+            }
+            std::cout << v->name() << ": " << to_text(printable_report(out.report));
+            j["variants"].push_back({{"name", v->name()}, {"report", to_json(out.report)}});
+            if (!o->html.empty() && !out.passed) {
+              try {  // a page that cannot be written does not cost the JSON
+                write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
+              } catch (const std::exception& e) {
+                if (!page_error) page_error = e.what();
+              }
+            }
+            rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
           }
-          std::unique_ptr<KernelWorker> worker;
-          if (o->c.isolation.enabled && !v->unsupported(c.problem))
-            worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
-          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty(), o->c.oracle);
-          if (out.skipped) {
-            std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
-            j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
-            continue;
+          std::cout.flush();
+          if (page_error) j.update(error_json(*page_error));
+          if (outputs.json_wanted()) outputs.write_json(j);
+          if (page_error) throw CannotTest(*page_error);
+          return rc;
+        }
+        std::vector<VariantSummary> all;
+        // A failure of flashcheck itself (not of a kernel: those are verdicts) still leaves the
+        // summary of the kernels done so far and the JSON, then exits 125.
+        std::optional<std::string> error;
+        try {
+          // The log quotes kernels' error texts: printed without their escape sequences.
+          FilteredOutput filtered(std::cout.rdbuf());
+          std::ostream log(&filtered);
+          for (auto& [v, plugin] : variants) {
+            o->c.plugin = plugin;  // per variant: its worker loads it, its reproduce lines name it
+            all.push_back(run_campaign(*v, o->c, log));
           }
-          std::cout << v->name() << ": " << to_text(out.report);
-          j["variants"].push_back({{"name", v->name()}, {"report", to_json(out.report)}});
-          if (!o->html.empty() && !out.passed) write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
-          rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
+        } catch (const std::exception& e) {
+          error = e.what();
         }
-        std::cout.flush();
-        if (o->json == "-") json_out.write(j.dump(2) + "\n");
-        else if (!o->json.empty()) write_json_file(o->json, j);
-        return rc;
-      }
-      std::vector<VariantSummary> all;
-      // A failure of flashcheck itself (not of a kernel: those are verdicts) still leaves the
-      // summary of the kernels done so far and the JSON, then exits 125.
-      std::optional<std::string> error;
-      try {
-        for (auto& [v, plugin] : variants) {
-          o->c.plugin = plugin;  // per variant: its worker loads it, its reproduce lines name it
-          all.push_back(run_campaign(*v, o->c, std::cout));
-        }
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-      std::printf("\n%-22s %7s %7s %7s %7s  %-30s %s\n", "variant", "cases", "passed", "failed", "skipped",
-                  "closest to its limit", "note");
-      bool any_failed = false, any_tested = false;
-      for (auto& s : all) {
-        if (s.unavailable) {
-          std::printf("%-22s %7s %7s %7s %7s  %-30s unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-",
-                      s.unavailable->c_str());
-          continue;
-        }
-        any_failed |= s.failed > 0;
-        any_tested |= (s.passed + s.failed) > 0;
-        // How close the judged cases came to failing, never a number over cases nobody judged.
-        const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
-        std::printf("%-22s %7lld %7lld %7lld %7lld  %-30s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
-                    static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
-                    tight.c_str(), summary_note(s).c_str());
-      }
-      for (auto& s : all) {
-        // Why cases were skipped, most frequent first: a campaign that skipped everything must
-        // say what the kernel refused.
-        std::vector<std::pair<int64_t, std::string>> why;
-        for (auto& [reason, n] : s.skipped_by) why.emplace_back(n, reason);
-        std::sort(why.begin(), why.end(), [](auto& a, auto& b) { return a.first > b.first; });
-        for (size_t i = 0; i < why.size() && i < 3; ++i)
-          std::printf("skipped: %s: %lld x %s\n", s.name.c_str(), static_cast<long long>(why[i].first), why[i].second.c_str());
-        if (why.size() > 3) std::printf("skipped: %s: and %zu other reasons (see --json)\n", s.name.c_str(), why.size() - 3);
-      }
-      for (auto& s : all)
-        for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
-      if (!o->html.empty()) {
-        write_failure_pages(all, o->html);
-      }
-      if (!o->json.empty()) {
-        nlohmann::json j;
-        j["seed"] = o->c.seed;
-        j["shard"] = o->shard;
-        j["cases"] = o->c.cases;
-        if (error) j["error"] = *error;
+        std::printf("\n%-22s %7s %7s %7s %7s  %-30s %s\n", "variant", "cases", "passed", "failed", "skipped",
+                    "closest to its limit", "note");
+        bool any_failed = false, any_tested = false;
         for (auto& s : all) {
-          nlohmann::json v{{"name", s.name}, {"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed},
-                           {"skipped", s.skipped}, {"worst_ulp", s.worst_ulp}, {"worst_cos", s.worst_cos}};
-          if (s.unavailable) v["unavailable"] = *s.unavailable;
-          v["judged"] = s.judged;
-          if (!s.judged) v["worst_ulp"] = v["worst_cos"] = nullptr;  // nothing judged: no number
-          if (!s.failed_by.empty()) v["failed_by"] = s.failed_by;
-          if (!s.skipped_by.empty()) v["skipped_by"] = s.skipped_by;
-          if (s.first_abnormal) v["first_abnormal"] = *s.first_abnormal;
-          if (s.not_run) v["not_run"] = s.not_run;
-          if (s.tightest)
-            v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
-                             {"limit", s.tightest->limit}, {"case", s.tightest->case_index},
-                             {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
-          for (auto& f : s.failures) v["failures"].push_back(to_json(f.report));
-          j["variants"].push_back(v);
+          if (s.unavailable) {
+            std::printf("%-22s %7s %7s %7s %7s  %-30s unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-",
+                        printable_line(*s.unavailable).c_str());
+            continue;
+          }
+          any_failed |= s.failed > 0;
+          any_tested |= (s.passed + s.failed) > 0;
+          // How close the judged cases came to failing, never a number over cases nobody judged.
+          const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
+          std::printf("%-22s %7lld %7lld %7lld %7lld  %-30s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
+                      static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
+                      tight.c_str(), summary_note(s).c_str());
         }
-        if (o->json == "-") {
-          json_out.write(j.dump(2) + "\n");
-        } else {
-          write_json_file(o->json, j);
+        for (auto& s : all) {
+          // Why cases were skipped, most frequent first: a campaign that skipped everything must
+          // say what the kernel refused.
+          std::vector<std::pair<int64_t, std::string>> why;
+          for (auto& [reason, n] : s.skipped_by) why.emplace_back(n, reason);
+          std::sort(why.begin(), why.end(), [](auto& a, auto& b) { return a.first > b.first; });
+          for (size_t i = 0; i < why.size() && i < 3; ++i)
+            std::printf("skipped: %s: %lld x %s\n", s.name.c_str(), static_cast<long long>(why[i].first),
+                        printable_line(why[i].second).c_str());
+          if (why.size() > 3) std::printf("skipped: %s: and %zu other reasons (see --json)\n", s.name.c_str(), why.size() - 3);
         }
-      }
-      if (error) throw CannotTest(*error);
-      if (any_failed) return int{kMismatch};
-      if (!any_tested) {
-        std::fprintf(stderr, "flashcheck run: nothing could be tested (every kernel unavailable or every case skipped)\n");
-        return int{kCannotTest};
-      }
-      return int{kPass};
+        for (auto& s : all)
+          for (auto& r : s.repro) std::printf("reproduce: %s\n", printable_line(r).c_str());
+        if (!o->html.empty()) {
+          try {  // every page is tried, and the JSON written, before a page's failure is said
+            write_failure_pages(all, o->html);
+          } catch (const std::exception& e) {
+            if (!error) error = e.what();
+          }
+        }
+        std::optional<std::string> nothing_tested;
+        if (!error && !any_failed && !any_tested)
+          nothing_tested = "nothing could be tested (every kernel unavailable or every case skipped)";
+        if (outputs.json_wanted()) {
+          nlohmann::json j;
+          j["seed"] = o->c.seed;
+          j["shard"] = o->shard;
+          j["cases"] = o->c.cases;
+          if (error) j.update(error_json(*error));
+          if (nothing_tested) j.update(error_json(*nothing_tested));
+          for (auto& s : all) {
+            nlohmann::json v{{"name", s.name}, {"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed},
+                             {"skipped", s.skipped}, {"worst_ulp", s.worst_ulp}, {"worst_cos", s.worst_cos}};
+            if (s.unavailable) v["unavailable"] = *s.unavailable;
+            v["judged"] = s.judged;
+            if (!s.judged) v["worst_ulp"] = v["worst_cos"] = nullptr;  // nothing judged: no number
+            if (!s.failed_by.empty()) v["failed_by"] = s.failed_by;
+            if (!s.skipped_by.empty()) v["skipped_by"] = s.skipped_by;
+            if (s.first_abnormal) v["first_abnormal"] = *s.first_abnormal;
+            if (s.not_run) v["not_run"] = s.not_run;
+            if (s.tightest)
+              v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
+                               {"limit", s.tightest->limit}, {"case", s.tightest->case_index},
+                               {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
+            for (auto& f : s.failures) v["failures"].push_back(to_json(f.report));
+            j["variants"].push_back(v);
+          }
+          outputs.write_json(j);
+        }
+        if (error) throw CannotTest(*error);
+        if (any_failed) return int{kMismatch};
+        if (nothing_tested) {
+          std::fprintf(stderr, "flashcheck run: %s\n", nothing_tested->c_str());
+          return int{kCannotTest};
+        }
+        return int{kPass};
+      });
     };
   });
 }
@@ -336,35 +337,33 @@ void add_list(CLI::App& app, Action& action) {
   cmd->add_option("--json", o->json, "write the list as JSON to PATH, or - for stdout");
   cmd->callback([o, &action] {
     action = [o] {
-      nlohmann::json j = nlohmann::json::array();
-      for (auto& [v, plugin] : select("all", o->plugins, false)) {
-        const Capabilities& c = v->caps();
-        const auto why = v->unavailable();
-        nlohmann::json e{{"name", v->name()},
-                         {"memory", c.memory == Memory::device ? "device" : "host"},
-                         {"min_sm", c.min_sm},
-                         {"available", !why},
-                         {"head_dims", c.head_dims},
-                         {"dv_ne_dqk", c.dv_ne_dqk},
-                         {"gqa", c.gqa},
-                         {"lse_base", c.lse_base == LseBase::e ? "e" : c.lse_base == LseBase::two ? "2" : "none"}};
-        if (why) e["unavailable"] = *why;
-        for (DType d : c.dtypes) e["dtypes"].push_back(std::string(to_string(d)));
-        for (Causal k : c.causals) e["causals"].push_back(std::string(to_string(k)));
-        for (const TileShape& t : c.tiles) e["tiles"].push_back({{"head_dim", t.head_dim}, {"block_q", t.block_q}, {"block_kv", t.block_kv}});
-        j.push_back(e);
-        if (o->json != "-")
-          std::printf("%-22s %-6s %s\n", v->name().c_str(), c.memory == Memory::device ? "device" : "host",
-                      why ? ("unavailable: " + *why).c_str() : "available");
-      }
-      if (o->json == "-") {
-        std::cout << j.dump(2) << "\n";
-      } else if (!o->json.empty()) {
-        std::ofstream os(o->json);
-        os << j.dump(2) << "\n";
-        if (!os) throw CannotTest("cannot write " + o->json);
-      }
-      return int{kPass};
+      CommandOutputs outputs("list", o->json);
+      return outputs.run([&] {
+        outputs.require_writable();
+        nlohmann::json j = nlohmann::json::array();
+        for (auto& [v, plugin] : select("all", o->plugins, false)) {
+          const Capabilities& c = v->caps();
+          const auto why = v->unavailable();
+          nlohmann::json e{{"name", v->name()},
+                           {"memory", c.memory == Memory::device ? "device" : "host"},
+                           {"min_sm", c.min_sm},
+                           {"available", !why},
+                           {"head_dims", c.head_dims},
+                           {"dv_ne_dqk", c.dv_ne_dqk},
+                           {"gqa", c.gqa},
+                           {"lse_base", c.lse_base == LseBase::e ? "e" : c.lse_base == LseBase::two ? "2" : "none"}};
+          if (why) e["unavailable"] = *why;
+          for (DType d : c.dtypes) e["dtypes"].push_back(std::string(to_string(d)));
+          for (Causal k : c.causals) e["causals"].push_back(std::string(to_string(k)));
+          for (const TileShape& t : c.tiles) e["tiles"].push_back({{"head_dim", t.head_dim}, {"block_q", t.block_q}, {"block_kv", t.block_kv}});
+          j.push_back(e);
+          if (o->json != "-")
+            std::printf("%-22s %-6s %s\n", v->name().c_str(), c.memory == Memory::device ? "device" : "host",
+                        why ? ("unavailable: " + printable_line(*why)).c_str() : "available");
+        }
+        if (outputs.json_wanted()) outputs.write_json(j);
+        return int{kPass};
+      });
     };
   });
 }
