@@ -297,6 +297,25 @@ for opt in ("--max-rows", "--tile-q", "--tile-kv"):
         check(p.returncode == 125 and opt in p.stderr and "decimal digits" in p.stderr,
               f"check {opt} {value!r}: not refused naming the option and the form", p)
 
+# 11. A plugin path is printed in reproduce lines: one holding a newline or an escape is refused
+#     (125, naming --plugin), one holding bytes that are not UTF-8 works and its JSON parses.
+for bad in ("x\nreproduce: evil.so", "x\x1b[2J.so", "x\r.so"):
+    p = run("run", "--plugin", os.path.join(tmp, bad), "--cases", "1")
+    check(p.returncode == 125 and "--plugin" in p.stderr and "control characters" in p.stderr,
+          f"--plugin {bad!r}: not refused naming the option", p)
+    no_terminal_controls(p, f"--plugin {bad!r}")
+odd = os.path.join(tmp.encode(), b"odd\xff\xfename.so")
+shutil.copy(HOSTILE, odd)
+p = subprocess.run([FC, "run", "--plugin", odd, "--kernel", "hostile_error", *quick, "--json", "-"], capture_output=True,
+                   timeout=300)
+p.stdout, p.stderr = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+check(p.returncode == 1, f"a plugin path that is not UTF-8: exit {p.returncode}, expected 1", p)
+try:
+    check("odd\ufffd\ufffdname.so" in json.loads(p.stdout)["variants"][0]["failures"][0]["repro"],
+          "a plugin path that is not UTF-8: the JSON repro does not name it", p)
+except (ValueError, KeyError, IndexError):
+    check(False, "a plugin path that is not UTF-8: --json - is not the report", p)
+
 shutil.rmtree(tmp, ignore_errors=True)
 for f in failures:
     print("FAILED:", f, "\n")

@@ -134,7 +134,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--kernel", o->kernel, "kernel name, or all (default)");
   cmd->add_option("--plugin", o->plugins,
                   "shared library exporting kernels through gpu/plugin/flashcheck_plugin.h (a path, relative to the "
-                  "working directory)");
+                  "working directory)")->check(printable_path());
   cmd->add_option("--cases", o->c.cases, "problems per kernel (default 200)")->check(whole_number(1, 1000000000));
   cmd->add_option("--seed", o->c.seed, "campaign seed: same seed and shard, same problems everywhere")
       ->check(whole_number(0, kMaxU64));
@@ -168,159 +168,159 @@ void add_run(CLI::App& app, Action& action) {
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
       CommandOutputs outputs("run", o->json);
-      return outputs.run([&] {
-        // Report paths first: a campaign whose reports cannot be written is refused before it runs.
-        outputs.require_writable();
-        if (!o->html.empty()) require_writable_dir("--html", o->html);
-        if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
-          throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
-        o->c.shrink = !o->no_shrink;
-        o->c.error_maps = !o->html.empty();
-        o->c.oracle = o->oracle_name == "cpu" ? OracleChoice::cpu : o->oracle_name == "gpu" ? OracleChoice::gpu : OracleChoice::automatic;
-        if (o->c.oracle == OracleChoice::gpu)
-          if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
-        if (o->c.load) {  // defaults that fit production load, unless given
-          if (cmd->count("--max-seq") == 0) o->c.max_seq = 4096;
-          if (cmd->count("--max-work") == 0) o->c.max_work = 1e10;
-          o->c.max_rows = 512;
-        }
-        if (o->c.big) {
-          if (o->c.load) throw CannotTest("--big and --load are two different campaigns: give one");
-          o->c.max_rows = 16;
-          if (cmd->count("--max-seq") == 0) o->c.max_seq = 2048;
-          if (cmd->count("--max-work") == 0) o->c.max_work = 1e13;  // the draw's cap; the batch grows after it
-        }
-        o->c.dtypes.clear();
-        for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
-        o->c.isolation.enabled = !o->no_isolation;
-        if (o->timeout > 0) o->c.isolation.timeout_s = o->timeout;
-        auto variants = select(o->kernel, o->plugins, true);
-        if (!o->problem.empty()) {  // one case: the reproduction of a failure
-          Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
-          int rc = kCannotTest;
-          std::optional<std::string> page_error;
-          nlohmann::json j{{"problem", to_string(c.problem)}, {"dist", std::string(to_string(c.dist))}, {"input_seed", c.seed}};
-          j["variants"] = nlohmann::json::array();
-          for (auto& [v, plugin] : variants) {
-            if (auto why = v->unavailable()) {
-              std::cout << v->name() << ": unavailable (" << printable_line(*why) << ")\n";
-              j["variants"].push_back({{"name", v->name()}, {"unavailable", *why}});
-              continue;
-            }
-            std::unique_ptr<KernelWorker> worker;
-            if (o->c.isolation.enabled && !v->unsupported(c.problem))
-              worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
-            CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty(), o->c.oracle);
-            if (out.skipped) {
-              std::cout << v->name() << ": skipped (" << printable_line(*out.skipped) << ")\n";
-              j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
-              continue;
-            }
-            std::cout << v->name() << ": " << to_text(printable_report(out.report));
-            j["variants"].push_back({{"name", v->name()}, {"report", to_json(out.report)}});
-            if (!o->html.empty() && !out.passed) {
-              try {  // a page that cannot be written does not cost the JSON
-                write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
-              } catch (const std::exception& e) {
-                if (!page_error) page_error = e.what();
-              }
-            }
-            rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
-          }
-          std::cout.flush();
-          if (page_error) j.update(error_json(*page_error));
-          if (outputs.json_wanted()) outputs.write_json(j);
-          if (page_error) throw CannotTest(*page_error);
-          return rc;
-        }
-        std::vector<VariantSummary> all;
-        // A failure of flashcheck itself (not of a kernel: those are verdicts) still leaves the
-        // summary of the kernels done so far and the JSON, then exits 125.
-        std::optional<std::string> error;
-        try {
-          // The log quotes kernels' error texts: printed without their escape sequences.
-          FilteredOutput filtered(std::cout.rdbuf());
-          std::ostream log(&filtered);
-          for (auto& [v, plugin] : variants) {
-            o->c.plugin = plugin;  // per variant: its worker loads it, its reproduce lines name it
-            all.push_back(run_campaign(*v, o->c, log));
-          }
-        } catch (const std::exception& e) {
-          error = e.what();
-        }
-        std::printf("\n%-22s %7s %7s %7s %7s  %-30s %s\n", "variant", "cases", "passed", "failed", "skipped",
-                    "closest to its limit", "note");
-        bool any_failed = false, any_tested = false;
-        for (auto& s : all) {
-          if (s.unavailable) {
-            std::printf("%-22s %7s %7s %7s %7s  %-30s unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-",
-                        printable_line(*s.unavailable).c_str());
+      return outputs.run([&] {  // all of the command runs under the exit-code contract (tools/output.h)
+      // Report paths first: a campaign whose reports cannot be written is refused before it runs.
+      outputs.require_writable();
+      if (!o->html.empty()) require_writable_dir("--html", o->html);
+      if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
+        throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
+      o->c.shrink = !o->no_shrink;
+      o->c.error_maps = !o->html.empty();
+      o->c.oracle = o->oracle_name == "cpu" ? OracleChoice::cpu : o->oracle_name == "gpu" ? OracleChoice::gpu : OracleChoice::automatic;
+      if (o->c.oracle == OracleChoice::gpu)
+        if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
+      if (o->c.load) {  // defaults that fit production load, unless given
+        if (cmd->count("--max-seq") == 0) o->c.max_seq = 4096;
+        if (cmd->count("--max-work") == 0) o->c.max_work = 1e10;
+        o->c.max_rows = 512;
+      }
+      if (o->c.big) {
+        if (o->c.load) throw CannotTest("--big and --load are two different campaigns: give one");
+        o->c.max_rows = 16;
+        if (cmd->count("--max-seq") == 0) o->c.max_seq = 2048;
+        if (cmd->count("--max-work") == 0) o->c.max_work = 1e13;  // the draw's cap; the batch grows after it
+      }
+      o->c.dtypes.clear();
+      for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
+      o->c.isolation.enabled = !o->no_isolation;
+      if (o->timeout > 0) o->c.isolation.timeout_s = o->timeout;
+      auto variants = select(o->kernel, o->plugins, true);
+      if (!o->problem.empty()) {  // one case: the reproduction of a failure
+        Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
+        int rc = kCannotTest;
+        std::optional<std::string> page_error;
+        nlohmann::json j{{"problem", to_string(c.problem)}, {"dist", std::string(to_string(c.dist))}, {"input_seed", c.seed}};
+        j["variants"] = nlohmann::json::array();
+        for (auto& [v, plugin] : variants) {
+          if (auto why = v->unavailable()) {
+            std::cout << v->name() << ": unavailable (" << printable_line(*why) << ")\n";
+            j["variants"].push_back({{"name", v->name()}, {"unavailable", *why}});
             continue;
           }
-          any_failed |= s.failed > 0;
-          any_tested |= (s.passed + s.failed) > 0;
-          // How close the judged cases came to failing, never a number over cases nobody judged.
-          const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
-          std::printf("%-22s %7lld %7lld %7lld %7lld  %-30s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
-                      static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
-                      tight.c_str(), summary_note(s).c_str());
+          std::unique_ptr<KernelWorker> worker;
+          if (o->c.isolation.enabled && !v->unsupported(c.problem))
+            worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
+          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty(), o->c.oracle);
+          if (out.skipped) {
+            std::cout << v->name() << ": skipped (" << printable_line(*out.skipped) << ")\n";
+            j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
+            continue;
+          }
+          std::cout << v->name() << ": " << to_text(printable_report(out.report));
+          j["variants"].push_back({{"name", v->name()}, {"report", to_json(out.report)}});
+          if (!o->html.empty() && !out.passed) {
+            try {  // a page that cannot be written does not cost the JSON
+              write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
+            } catch (const std::exception& e) {
+              if (!page_error) page_error = e.what();
+            }
+          }
+          rc = (rc == kMismatch || !out.passed) ? int{kMismatch} : int{kPass};
         }
+        std::cout.flush();
+        if (page_error) j.update(error_json(*page_error));
+        if (outputs.json_wanted()) outputs.write_json(j);
+        if (page_error) throw CannotTest(*page_error);
+        return rc;
+      }
+      std::vector<VariantSummary> all;
+      // A failure of flashcheck itself (not of a kernel: those are verdicts) still leaves the
+      // summary of the kernels done so far and the JSON, then exits 125.
+      std::optional<std::string> error;
+      try {
+        // The log quotes kernels' error texts: printed without their escape sequences.
+        FilteredOutput filtered(std::cout.rdbuf());
+        std::ostream log(&filtered);
+        for (auto& [v, plugin] : variants) {
+          o->c.plugin = plugin;  // per variant: its worker loads it, its reproduce lines name it
+          all.push_back(run_campaign(*v, o->c, log));
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      std::printf("\n%-22s %7s %7s %7s %7s  %-30s %s\n", "variant", "cases", "passed", "failed", "skipped",
+                  "closest to its limit", "note");
+      bool any_failed = false, any_tested = false;
+      for (auto& s : all) {
+        if (s.unavailable) {
+          std::printf("%-22s %7s %7s %7s %7s  %-30s unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-",
+                      printable_line(*s.unavailable).c_str());
+          continue;
+        }
+        any_failed |= s.failed > 0;
+        any_tested |= (s.passed + s.failed) > 0;
+        // How close the judged cases came to failing, never a number over cases nobody judged.
+        const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
+        std::printf("%-22s %7lld %7lld %7lld %7lld  %-30s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
+                    static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
+                    tight.c_str(), summary_note(s).c_str());
+      }
+      for (auto& s : all) {
+        // Why cases were skipped, most frequent first: a campaign that skipped everything must
+        // say what the kernel refused.
+        std::vector<std::pair<int64_t, std::string>> why;
+        for (auto& [reason, n] : s.skipped_by) why.emplace_back(n, reason);
+        std::sort(why.begin(), why.end(), [](auto& a, auto& b) { return a.first > b.first; });
+        for (size_t i = 0; i < why.size() && i < 3; ++i)
+          std::printf("skipped: %s: %lld x %s\n", s.name.c_str(), static_cast<long long>(why[i].first),
+                      printable_line(why[i].second).c_str());
+        if (why.size() > 3) std::printf("skipped: %s: and %zu other reasons (see --json)\n", s.name.c_str(), why.size() - 3);
+      }
+      for (auto& s : all)
+        for (auto& r : s.repro) std::printf("reproduce: %s\n", printable_line(r).c_str());
+      if (!o->html.empty()) {
+        try {  // every page is tried, and the JSON written, before a page's failure is said
+          write_failure_pages(all, o->html);
+        } catch (const std::exception& e) {
+          if (!error) error = e.what();
+        }
+      }
+      std::optional<std::string> nothing_tested;
+      if (!error && !any_failed && !any_tested)
+        nothing_tested = "nothing could be tested (every kernel unavailable or every case skipped)";
+      if (outputs.json_wanted()) {
+        nlohmann::json j;
+        j["seed"] = o->c.seed;
+        j["shard"] = o->shard;
+        j["cases"] = o->c.cases;
+        if (error) j.update(error_json(*error));
+        if (nothing_tested) j.update(error_json(*nothing_tested));
         for (auto& s : all) {
-          // Why cases were skipped, most frequent first: a campaign that skipped everything must
-          // say what the kernel refused.
-          std::vector<std::pair<int64_t, std::string>> why;
-          for (auto& [reason, n] : s.skipped_by) why.emplace_back(n, reason);
-          std::sort(why.begin(), why.end(), [](auto& a, auto& b) { return a.first > b.first; });
-          for (size_t i = 0; i < why.size() && i < 3; ++i)
-            std::printf("skipped: %s: %lld x %s\n", s.name.c_str(), static_cast<long long>(why[i].first),
-                        printable_line(why[i].second).c_str());
-          if (why.size() > 3) std::printf("skipped: %s: and %zu other reasons (see --json)\n", s.name.c_str(), why.size() - 3);
+          nlohmann::json v{{"name", s.name}, {"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed},
+                           {"skipped", s.skipped}, {"worst_ulp", s.worst_ulp}, {"worst_cos", s.worst_cos}};
+          if (s.unavailable) v["unavailable"] = *s.unavailable;
+          v["judged"] = s.judged;
+          if (!s.judged) v["worst_ulp"] = v["worst_cos"] = nullptr;  // nothing judged: no number
+          if (!s.failed_by.empty()) v["failed_by"] = s.failed_by;
+          if (!s.skipped_by.empty()) v["skipped_by"] = s.skipped_by;
+          if (s.first_abnormal) v["first_abnormal"] = *s.first_abnormal;
+          if (s.not_run) v["not_run"] = s.not_run;
+          if (s.tightest)
+            v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
+                             {"limit", s.tightest->limit}, {"case", s.tightest->case_index},
+                             {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
+          for (auto& f : s.failures) v["failures"].push_back(to_json(f.report));
+          j["variants"].push_back(v);
         }
-        for (auto& s : all)
-          for (auto& r : s.repro) std::printf("reproduce: %s\n", printable_line(r).c_str());
-        if (!o->html.empty()) {
-          try {  // every page is tried, and the JSON written, before a page's failure is said
-            write_failure_pages(all, o->html);
-          } catch (const std::exception& e) {
-            if (!error) error = e.what();
-          }
-        }
-        std::optional<std::string> nothing_tested;
-        if (!error && !any_failed && !any_tested)
-          nothing_tested = "nothing could be tested (every kernel unavailable or every case skipped)";
-        if (outputs.json_wanted()) {
-          nlohmann::json j;
-          j["seed"] = o->c.seed;
-          j["shard"] = o->shard;
-          j["cases"] = o->c.cases;
-          if (error) j.update(error_json(*error));
-          if (nothing_tested) j.update(error_json(*nothing_tested));
-          for (auto& s : all) {
-            nlohmann::json v{{"name", s.name}, {"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed},
-                             {"skipped", s.skipped}, {"worst_ulp", s.worst_ulp}, {"worst_cos", s.worst_cos}};
-            if (s.unavailable) v["unavailable"] = *s.unavailable;
-            v["judged"] = s.judged;
-            if (!s.judged) v["worst_ulp"] = v["worst_cos"] = nullptr;  // nothing judged: no number
-            if (!s.failed_by.empty()) v["failed_by"] = s.failed_by;
-            if (!s.skipped_by.empty()) v["skipped_by"] = s.skipped_by;
-            if (s.first_abnormal) v["first_abnormal"] = *s.first_abnormal;
-            if (s.not_run) v["not_run"] = s.not_run;
-            if (s.tightest)
-              v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
-                               {"limit", s.tightest->limit}, {"case", s.tightest->case_index},
-                               {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
-            for (auto& f : s.failures) v["failures"].push_back(to_json(f.report));
-            j["variants"].push_back(v);
-          }
-          outputs.write_json(j);
-        }
-        if (error) throw CannotTest(*error);
-        if (any_failed) return int{kMismatch};
-        if (nothing_tested) {
-          std::fprintf(stderr, "flashcheck run: %s\n", nothing_tested->c_str());
-          return int{kCannotTest};
-        }
-        return int{kPass};
+        outputs.write_json(j);
+      }
+      if (error) throw CannotTest(*error);
+      if (any_failed) return int{kMismatch};
+      if (nothing_tested) {
+        std::fprintf(stderr, "flashcheck run: %s\n", nothing_tested->c_str());
+        return int{kCannotTest};
+      }
+      return int{kPass};
       });
     };
   });
@@ -333,7 +333,7 @@ void add_list(CLI::App& app, Action& action) {
     std::string json;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--plugin", o->plugins, "also list the kernels of these plugin libraries");
+  cmd->add_option("--plugin", o->plugins, "also list the kernels of these plugin libraries")->check(printable_path());
   cmd->add_option("--json", o->json, "write the list as JSON to PATH, or - for stdout");
   cmd->callback([o, &action] {
     action = [o] {
@@ -377,7 +377,7 @@ void add_bench(CLI::App& app, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--kernel", o->kernel, "kernel name, or all");
-  cmd->add_option("--plugin", o->plugins, "plugin libraries");
+  cmd->add_option("--plugin", o->plugins, "plugin libraries")->check(printable_path());
   cmd->add_option("--shape", o->shapes, "problem(s), e.g. \"b=4 h=16 s=4096 d=64 causal=none dtype=f32\"");
   cmd->add_option("--warmup", o->warmup, "untimed runs first")->check(whole_number(0, 1000000));
   cmd->add_option("--iters", o->iters, "timed runs; the median is reported")->check(whole_number(1, 1000000));
@@ -421,7 +421,7 @@ void add_determinism(CLI::App& app, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--kernel", o->kernel, "kernel name")->required();
-  cmd->add_option("--plugin", o->plugins, "plugin libraries");
+  cmd->add_option("--plugin", o->plugins, "plugin libraries")->check(printable_path());
   cmd->add_option("--problem", o->problem, "problem (without dtype=: the kernel's first declared dtype)");
   cmd->add_option("--runs", o->runs, "runs (default 100)")->check(whole_number(1, 1000000));
   cmd->add_option("--timeout", o->timeout, "seconds one run may take (default: 60 plus time for the problem's work)")

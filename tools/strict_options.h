@@ -82,4 +82,23 @@ inline CLI::Validator shard_spec() {
       "i/N", "SHARD");
 }
 
+// A path flashcheck prints inside its reproduce lines (`--plugin`): no control characters. A newline
+// in it would start a line of its own in a campaign's log, where a fake `reproduce:` line would
+// pass for flashcheck's; an escape would act on the terminal. (Bytes that are not UTF-8 are fine:
+// reports show them as U+FFFD.)
+inline CLI::Validator printable_path() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        for (size_t i = 0; i < s.size(); ++i) {
+          const auto b = static_cast<unsigned char>(s[i]);
+          const bool c1 = b == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9F;
+          if (b < 0x20 || b == 0x7F || c1)
+            return "expects a path without control characters (newline, escape, ...), got " + quote_value(s) +
+                   ": rename the file";
+        }
+        return {};
+      },
+      "PATH", "PRINTABLE_PATH");
+}
+
 }  // namespace flashcheck::cli
