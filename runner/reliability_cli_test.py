@@ -270,11 +270,19 @@ for args, says in [(["check", empty], "too short"), (["run", "--kernel", "nope"]
 # 9. A 125 run leaves no earlier report in place; an output that cannot be written never costs the
 #    others (/dev/full takes the write check, then fails the write).
 old_json, old_html = os.path.join(tmp, "old.json"), os.path.join(tmp, "old.html")
-for path in (old_json, old_html):
-    open(path, "w").write('{"pass": true, "from": "an earlier run"}')
+open(old_json, "w").write('{"pass": true, "from": "an earlier run"}')
+p = run("check", good, "--html", old_html)
+check(p.returncode == 1 and os.path.exists(old_html), "an HTML report was not written", p)
 p = run("check", empty, "--json", old_json, "--html", old_html)
 check(p.returncode == 125 and json_file(old_json, "125").get("exit_code") == 125, "125: the earlier JSON report is still there", p)
 check(not os.path.exists(old_html), "125: the earlier HTML report is still there", p)
+# The input named as the report path by mistake: a 125 neither deletes nor overwrites it.
+bad_input = os.path.join(tmp, "bad_input.safetensors")
+open(bad_input, "wb").write(b"\x10\0\0\0\0\0\0\0not json at all!")
+for opt in ("--html", "--json"):
+    p = run("check", bad_input, opt, bad_input)
+    check(p.returncode == 125 and open(bad_input, "rb").read().endswith(b"not json at all!"),
+          f"125: {opt} naming the input file cost the input", p)
 if os.path.exists("/dev/full"):
     page = os.path.join(tmp, "page.html")
     p = run("check", good, "--json", "/dev/full", "--html", page)

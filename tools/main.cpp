@@ -25,7 +25,7 @@ void refused_command_line(int argc, char** argv, const std::string& why) {
     if (*target == "-") {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
-    } else {
+    } else if (flashcheck::cli::holds_report(*target, {"{", "["})) {
       flashcheck::cli::write_report_file(*target, text);
     }
   } catch (const std::exception&) {

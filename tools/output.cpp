@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 
 #include "reference/conventions.h"
@@ -114,6 +115,20 @@ void write_report_file(const fs::path& path, const std::string& text) {
   }
 }
 
+bool holds_report(const fs::path& path, std::initializer_list<std::string_view> starts) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return true;  // nothing there, or a device or pipe written in place
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  const size_t text = head.find_first_not_of(" \t\r\n");
+  if (text == std::string::npos) return true;  // empty
+  for (std::string_view s : starts)
+    if (head.compare(text, s.size(), s) == 0) return true;
+  return false;
+}
+
 nlohmann::json error_json(const std::string& message) { return {{"exit_code", kCannotTest}, {"error", message}}; }
 
 CommandOutputs::CommandOutputs(std::string command, std::string json, std::vector<std::string> files)
@@ -159,15 +174,17 @@ int CommandOutputs::run(const std::function<int()>& work) {
   std::fprintf(stderr, "flashcheck %s: cannot test: %s\n", command_.c_str(), printable_line(error).c_str());
   if (!json_.empty() && !json_written_) {
     try {
+      if (json_ != "-" && !holds_report(json_, {"{", "["}))
+        throw CannotTest("not replacing " + json_ + " with the error report: it holds something else than a JSON report");
       write_json(error_json(error));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "flashcheck %s: %s\n", command_.c_str(), printable_line(e.what()).c_str());
     }
   }
-  // A report file this run did not write would be an earlier run's, read as this one's.
+  // A report page this run did not write would be an earlier run's, read as this one's.
   for (const auto& f : files_) {
     std::error_code ec;
-    if (!fresh_.count(f) && fs::is_regular_file(f, ec)) fs::remove(f, ec);
+    if (!fresh_.count(f) && fs::is_regular_file(f, ec) && holds_report(f, {"<!DOCTYPE html>"})) fs::remove(f, ec);
   }
   return kCannotTest;
 }

@@ -10,12 +10,14 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <streambuf>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runner/campaign.h"
@@ -78,6 +80,11 @@ class CommandOutputs {
   std::unique_ptr<JsonStdout> stdout_;
   bool json_written_ = false;
 };
+
+// Whether `path` may be replaced by an error report: it holds nothing, or what starts with one of
+// `starts` (a report of an earlier run), or is a device. A 125 never overwrites anything else (an
+// input file named as the report path by mistake).
+bool holds_report(const std::filesystem::path& path, std::initializer_list<std::string_view> starts);
 
 // The JSON a cannot-test exit writes: {"exit_code":125,"error":"..."}.
 nlohmann::json error_json(const std::string& message);
