@@ -17,6 +17,7 @@
 #include "runner/registry.h"
 #include "verify/judge.h"
 #include "verify/report_html.h"
+#include "verify/untrusted_text.h"
 
 struct fc_report {
   flashcheck::Report report;
@@ -37,6 +38,32 @@ namespace {
 thread_local std::string g_error;
 thread_local std::string g_callback_error;
 
+// What fc_last_error() returns: one printable line (a caller shows it; it may quote a path or a
+// kernel's message). Never throws: it runs inside catch handlers at the C boundary.
+void set_error(std::string_view what) noexcept {
+  try {
+    g_error = printable_line(what);
+  } catch (...) {
+    g_error.clear();  // no memory even for the message: an empty one beats an exception into C
+  }
+}
+
+// The entries that return a value rather than an fc_status: whatever is thrown inside stays
+// inside, the error is kept for fc_last_error(), and the caller gets `fallback`.
+template <class T, class F>
+T caught(T fallback, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    set_error("out of memory");
+  } catch (const std::exception& e) {
+    set_error(e.what());
+  } catch (...) {
+    set_error("unknown error");
+  }
+  return fallback;
+}
+
 // A callback asked to stop. Deliberately no std::exception: the campaign's per-case handler counts
 // std::exceptions as kernel errors, and this must pass through it (and through shrinking) to fc_fuzz.
 struct CallbackAbort {
@@ -47,28 +74,34 @@ struct InvalidArgument : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// Every entry returning an fc_status runs its body here: no exception crosses into C (where it
+// would call std::terminate in the host process: a Python interpreter, a test runner).
 template <class F>
-fc_status guarded(F&& f) {
+fc_status guarded(F&& f) noexcept {
   try {
     f();
     return FC_OK;
   } catch (const CannotTest& e) {
-    g_error = e.what();
+    set_error(e.what());
     return FC_ERR_CANNOT_TEST;
   } catch (const std::invalid_argument& e) {  // InvalidArgument, InvalidProblem, parse errors
-    g_error = e.what();
+    set_error(e.what());
     return FC_ERR_INVALID;
   } catch (const CallbackAbort& e) {
-    g_error = "the kernel callback aborted the campaign" + (e.why.empty() ? std::string() : ": " + e.why);
+    try {
+      set_error("the kernel callback aborted the campaign" + (e.why.empty() ? std::string() : ": " + e.why));
+    } catch (...) {
+      set_error("the kernel callback aborted the campaign");
+    }
     return FC_ERR_ABORTED;
   } catch (const std::bad_alloc&) {
-    g_error = "out of memory";
+    set_error("out of memory");
     return FC_ERR_INTERNAL;
   } catch (const std::exception& e) {
-    g_error = e.what();
+    set_error(e.what());
     return FC_ERR_INTERNAL;
   } catch (...) {
-    g_error = "unknown error";
+    set_error("unknown error");
     return FC_ERR_INTERNAL;
   }
 }
@@ -179,12 +212,13 @@ class CallbackVariant final : public Variant {
     const fc_attention a = to_c(p, true);
     g_callback_error.clear();
     const int32_t rc = fn_(user_, &a, q, k, v, o, lse);
-    if (rc == FC_CALLBACK_ABORT) throw CallbackAbort{g_callback_error};
-    if (rc == FC_CALLBACK_DECLINE)
-      throw Declined(g_callback_error.empty() ? "declined by the kernel" : "declined: " + g_callback_error);
+    // The callback's message enters reports and the campaign's log here, where it becomes one
+    // printable line: it may hold anything (bytes that are not UTF-8, escapes, a fake line).
+    const std::string said = printable_line(g_callback_error);
+    if (rc == FC_CALLBACK_ABORT) throw CallbackAbort{said};
+    if (rc == FC_CALLBACK_DECLINE) throw Declined(said.empty() ? "declined by the kernel" : "declined: " + said);
     if (rc != 0)
-      throw std::runtime_error("kernel '" + name_ + "' returned " + std::to_string(rc) +
-                               (g_callback_error.empty() ? std::string() : ": " + g_callback_error));
+      throw std::runtime_error("kernel '" + name_ + "' returned " + std::to_string(rc) + (said.empty() ? std::string() : ": " + said));
   }
 
  private:
@@ -264,11 +298,54 @@ std::string case_repro(const Case& c) {
          " seed=" + std::to_string(c.seed) + " (fc_make_inputs / flashcheck.make_inputs rebuild them)";
 }
 
+void fill_fuzz_defaults(fc_fuzz_options* o) {
+  const CampaignOptions c;
+  *o = fc_fuzz_options{};
+  o->struct_size = sizeof(fc_fuzz_options);
+  o->name = "kernel";
+  o->cases = c.cases;
+  o->seed = c.seed;
+  o->max_seq = c.max_seq;
+  o->max_work = c.max_work;
+  o->max_rows = c.max_rows;
+  o->dtypes = (1u << FC_F32) | (1u << FC_F16) | (1u << FC_BF16);
+  o->causals = (1u << FC_MASK_NONE) | (1u << FC_MASK_TOP_LEFT) | (1u << FC_MASK_BOTTOM_RIGHT);
+  o->dv_ne_dqk = 1;
+  o->gqa = 1;
+  o->lse_base = FC_LSE_LOG_E;
+  o->empty_row_lse = FC_EMPTY_NEG_INF;
+  o->tile_q = o->tile_kv = 128;
+  o->shrink = 1;
+  o->fail_fast = 0;
+  o->max_failures = c.max_failures_kept;
+  o->progress = 0;
+}
+
+const char* campaign_json(const fc_campaign* c) {
+  const VariantSummary& s = c->summary;
+  nlohmann::json j{{"name", c->name}, {"seed", c->seed},     {"cases", s.cases},
+                   {"passed", s.passed}, {"failed", s.failed}, {"skipped", s.skipped},
+                   {"worst_cos", s.worst_cos}};
+  j["failures"] = nlohmann::json::array();
+  for (size_t i = 0; i < s.failures.size(); ++i) {
+    const Case& k = s.failures[i].c;
+    j["failures"].push_back({{"problem", to_string(k.problem)},
+                             {"dist", std::string(to_string(k.dist))},
+                             {"input_seed", k.seed},
+                             {"report", to_json(c->failures[i]->report)}});
+  }
+  auto* m = const_cast<fc_campaign*>(c);
+  m->json = json_text(j);
+  return m->json.c_str();
+}
+
 }  // namespace
 }  // namespace flashcheck
 
 using namespace flashcheck;
 
+// Every entry below keeps C++ exceptions on this side: those that can fail run their bodies in
+// guarded() (an fc_status) or caught() (a fallback value); the others neither allocate nor throw.
 extern "C" {
 
 uint32_t fc_api_version(void) { return FLASHCHECK_API_VERSION; }
@@ -319,7 +396,7 @@ const char* fc_dist_name(int32_t dist) {
 }
 
 void fc_check_options_init(fc_check_options* o) {
-  if (!o) return;
+  if (!o) return;  // nothing in here allocates or throws
   *o = fc_check_options{};
   o->struct_size = sizeof(fc_check_options);
   o->lse_base = FC_LSE_LOG_E;
@@ -399,25 +476,34 @@ fc_status fc_report_problem(const fc_report* r, fc_attention* out) {
   });
 }
 
+// The renderings: a report's fields may quote a kernel's message or a caller's command, so the
+// text and the page show them escaped and the JSON replaces bytes that are not UTF-8. On failure
+// (out of memory) they return a fixed string and leave the reason in fc_last_error().
 const char* fc_report_text(const fc_report* r) {
   if (!r) return "";
-  auto* m = const_cast<fc_report*>(r);  // the cached rendering is not part of the report's value
-  m->text = to_text(r->report);
-  return m->text.c_str();
+  return caught<const char*>("(flashcheck: the report could not be rendered; see fc_last_error)\n", [&] {
+    auto* m = const_cast<fc_report*>(r);  // the cached rendering is not part of the report's value
+    m->text = to_text(printable_report(r->report));
+    return m->text.c_str();
+  });
 }
 
 const char* fc_report_json(const fc_report* r) {
   if (!r) return "";
-  auto* m = const_cast<fc_report*>(r);
-  m->json = to_json(r->report).dump(2);
-  return m->json.c_str();
+  return caught<const char*>("{\"error\": \"the report could not be rendered; see fc_last_error\"}", [&] {
+    auto* m = const_cast<fc_report*>(r);
+    m->json = json_text(to_json(r->report));
+    return m->json.c_str();
+  });
 }
 
 const char* fc_report_html(const fc_report* r) {
   if (!r) return "";
-  auto* m = const_cast<fc_report*>(r);
-  m->html = to_html(r->report);
-  return m->html.c_str();
+  return caught<const char*>("", [&] {
+    auto* m = const_cast<fc_report*>(r);
+    m->html = to_html(printable_report(r->report));
+    return m->html.c_str();
+  });
 }
 
 fc_status fc_report_set_repro(fc_report* r, const char* command) {
@@ -430,31 +516,21 @@ fc_status fc_report_set_repro(fc_report* r, const char* command) {
 
 void fc_report_free(fc_report* r) { delete r; }
 
-void fc_set_callback_error(const char* message) { g_callback_error = message ? message : ""; }
+void fc_set_callback_error(const char* message) {
+  caught(0, [&] {
+    g_callback_error = message ? message : "";
+    return 0;
+  });
+}
 
 void fc_fuzz_options_init(fc_fuzz_options* o) {
   if (!o) return;
-  const CampaignOptions c;
-  *o = fc_fuzz_options{};
-  o->struct_size = sizeof(fc_fuzz_options);
-  o->name = "kernel";
-  o->cases = c.cases;
-  o->seed = c.seed;
-  o->max_seq = c.max_seq;
-  o->max_work = c.max_work;
-  o->max_rows = c.max_rows;
-  o->dtypes = (1u << FC_F32) | (1u << FC_F16) | (1u << FC_BF16);
-  o->causals = (1u << FC_MASK_NONE) | (1u << FC_MASK_TOP_LEFT) | (1u << FC_MASK_BOTTOM_RIGHT);
-  o->dv_ne_dqk = 1;
-  o->gqa = 1;
-  o->lse_base = FC_LSE_LOG_E;
-  o->empty_row_lse = FC_EMPTY_NEG_INF;
-  o->tile_q = o->tile_kv = 128;
-  o->shrink = 1;
-  o->fail_fast = 0;
-  o->max_failures = c.max_failures_kept;
-  o->progress = 0;
+  caught(0, [&] {
+    fill_fuzz_defaults(o);
+    return 0;
+  });
 }
+
 
 fc_status fc_draw_case(const fc_fuzz_options* opt, int64_t index, fc_case* out) {
   return guarded([&] {
@@ -474,7 +550,7 @@ fc_status fc_fuzz(fc_kernel_callback kernel, void* user, const fc_fuzz_options* 
     need(reinterpret_cast<const void*>(kernel), "kernel");
     need(opt, "options");
     check_struct_size(opt->struct_size, sizeof(fc_fuzz_options), "fc_fuzz_options");
-    const std::string name = opt->name && *opt->name ? opt->name : "kernel";
+    const std::string name = printable_line(opt->name && *opt->name ? opt->name : "kernel");
     const CallbackVariant variant(name, caps_from(*opt), kernel, user);
     const CampaignOptions copt = campaign_from(*opt);
     auto c = std::make_unique<fc_campaign>();
@@ -482,7 +558,7 @@ fc_status fc_fuzz(fc_kernel_callback kernel, void* user, const fc_fuzz_options* 
     c->seed = opt->seed;
     std::ostringstream log;
     c->summary = run_campaign(variant, copt, log);
-    c->log = log.str();
+    c->log = printable_block(log.str());  // the log quotes the callback's error messages
     if (c->summary.unavailable) throw CannotTest("nothing to fuzz: " + *c->summary.unavailable);
     for (CaseOutcome& f : c->summary.failures) {
       auto r = std::make_unique<fc_report>();
@@ -514,22 +590,10 @@ fc_status fc_campaign_failure(fc_campaign* c, int64_t i, fc_case* out_case, fc_r
 
 const char* fc_campaign_json(const fc_campaign* c) {
   if (!c) return "";
-  const VariantSummary& s = c->summary;
-  nlohmann::json j{{"name", c->name}, {"seed", c->seed},     {"cases", s.cases},
-                   {"passed", s.passed}, {"failed", s.failed}, {"skipped", s.skipped},
-                   {"worst_cos", s.worst_cos}};
-  j["failures"] = nlohmann::json::array();
-  for (size_t i = 0; i < s.failures.size(); ++i) {
-    const Case& k = s.failures[i].c;
-    j["failures"].push_back({{"problem", to_string(k.problem)},
-                             {"dist", std::string(to_string(k.dist))},
-                             {"input_seed", k.seed},
-                             {"report", to_json(c->failures[i]->report)}});
-  }
-  auto* m = const_cast<fc_campaign*>(c);
-  m->json = j.dump(2);
-  return m->json.c_str();
+  return caught<const char*>("{\"error\": \"the campaign could not be rendered; see fc_last_error\"}",
+                             [&] { return campaign_json(c); });
 }
+
 
 const char* fc_campaign_log(const fc_campaign* c) { return c ? c->log.c_str() : ""; }
 

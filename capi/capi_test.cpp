@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,7 @@ struct Kernel {
   std::vector<Problem> seen;
   bool drop_last_key = false;  // a classic tail bug: the last key never enters the softmax
   int fail_with = 0;           // return this instead of computing
+  const char* error_text = "the kernel says no";  // with this message
   int64_t decline_odd_skv = 0; // decline problems whose seq_kv is odd (a shape the kernel refuses)
   static int32_t run(void* user, const fc_attention* a, const void* q, const void* k, const void* v, void* o, float* lse) {
     auto* self = static_cast<Kernel*>(user);
@@ -194,7 +196,7 @@ struct Kernel {
       return FC_CALLBACK_DECLINE;
     }
     if (self->fail_with) {
-      fc_set_callback_error("the kernel says no");
+      fc_set_callback_error(self->error_text);
       return self->fail_with;
     }
     auto widen = [&](const void* src, int64_t n) {
@@ -325,6 +327,84 @@ TEST(CApi, CallbackErrorsFailCasesAndAbortStops) {
   opt.dtypes = 0;
   EXPECT_EQ(fc_fuzz(&Kernel::run, &kern, &opt, &c), FC_ERR_INVALID);
   EXPECT_NE(std::string(fc_last_error()).find("dtypes mask"), std::string::npos);
+}
+
+// Text from outside (a callback's message, a caller's command, a campaign name) that is not UTF-8
+// or holds escape sequences and newlines: every rendering survives it (today's JSON threw
+// type_error.316, which in a host process reached std::terminate), JSON replaces the bad bytes,
+// and the text shows everything on flashcheck's own lines, escaped.
+bool valid_utf8_text(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+void expect_printable(const std::string& text, const char* what) {
+  EXPECT_TRUE(valid_utf8_text(text)) << what;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << what << ": an escape sequence reached the text:\n" << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos) << what;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_NE(line.rfind("reproduce: evil", 0), 0u) << what << ": a fake reproduce line:\n" << text;
+}
+
+constexpr const char* kHostile = "bad \xff\xfe bytes \x1b[2J\x1b]0;title\x07 red\r\nreproduce: evil --plugin x\ncut \xe2\x82";
+
+TEST(CApi, HostileTextNeverCrossesTheBoundary) {
+  Output t(505);
+  const fc_attention a = c_problem(t.p);
+  std::vector<float> bad = t.good.o;
+  bad[static_cast<size_t>(flashcheck::testing::seed_for(505) % bad.size())] += 8.0f;
+  const auto bad_o = encoded(t.p.dtype, bad);
+  fc_report* r = nullptr;
+  ASSERT_EQ(fc_check(&a, t.q.data(), t.k.data(), t.v.data(), bad_o.data(), nullptr, nullptr, &r), FC_OK);
+  ASSERT_EQ(fc_report_set_repro(r, kHostile), FC_OK);
+  std::string json, text, html;
+  EXPECT_NO_THROW(json = fc_report_json(r));
+  EXPECT_NO_THROW(text = fc_report_text(r));
+  EXPECT_NO_THROW(html = fc_report_html(r));
+  const auto j = nlohmann::json::parse(json);
+  EXPECT_NE(j["repro"].get<std::string>().find("bad \xef\xbf\xbd\xef\xbf\xbd bytes"), std::string::npos) << json;
+  expect_printable(text, "fc_report_text");
+  EXPECT_NE(text.find("reproduce: bad"), std::string::npos) << text;
+  EXPECT_TRUE(valid_utf8_text(html));
+  fc_report_free(r);
+
+  // A failing callback's message, under a campaign name that is not UTF-8 either.
+  fc_fuzz_options opt;
+  fc_fuzz_options_init(&opt);
+  opt.cases = 2;
+  opt.max_seq = 24;
+  opt.shrink = 0;
+  opt.name = "kernel\xff\x1b[31m";
+  Kernel kern;
+  kern.fail_with = 3;
+  kern.error_text = kHostile;
+  fc_campaign* c = nullptr;
+  ASSERT_EQ(fc_fuzz(&Kernel::run, &kern, &opt, &c), FC_OK) << fc_last_error();
+  std::string cj;
+  EXPECT_NO_THROW(cj = fc_campaign_json(c));
+  const auto campaign = nlohmann::json::parse(cj);
+  EXPECT_EQ(campaign["failed"], 2);
+  const std::string detail = campaign["failures"][0]["report"]["criteria"][0]["detail"];
+  EXPECT_NE(detail.find("reproduce: evil"), std::string::npos) << "the JSON keeps the message: " << detail;
+  expect_printable(fc_campaign_log(c), "fc_campaign_log");
+  ASSERT_EQ(fc_campaign_failure(c, 0, nullptr, &r), FC_OK);
+  expect_printable(fc_report_text(r), "a campaign failure's text");
+  fc_campaign_free(c);
+
+  // And fc_last_error, which a caller prints, is one printable line.
+  kern.fail_with = FC_CALLBACK_ABORT;
+  EXPECT_EQ(fc_fuzz(&Kernel::run, &kern, &opt, &c), FC_ERR_ABORTED);
+  const std::string err = fc_last_error();
+  expect_printable(err, "fc_last_error");
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  fc_attention parsed;
+  EXPECT_EQ(fc_attention_parse("b=1 h=2 s=8 d=16 causal=\x1b[2J\nreproduce: evil", &parsed), FC_ERR_INVALID);
+  expect_printable(fc_last_error(), "a parse error");
 }
 
 // A kernel that declines some problems: those cases are skipped, not failed, and shrinking a failure

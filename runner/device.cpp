@@ -1,5 +1,7 @@
 #include "runner/device.h"
 
+#include <dlfcn.h>
+
 #include <stdexcept>
 
 #if FLASHCHECK_HAVE_CUDA
@@ -9,13 +11,48 @@
 
 namespace flashcheck::device {
 
+namespace {
+// The runtime API's codes for the two cases worth their own words (cudaError_t, stable across
+// CUDA versions; checked against the header where CUDA is built).
+constexpr int kInsufficientDriver = 35, kNoDevice = 100;
+
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+}  // namespace
+
+std::string describe_unusable_cuda(const CudaProbe& p) {
+  if (!p.libcuda_loads) return "no NVIDIA driver found (libcuda.so.1 not loadable)";
+  if (p.error == kInsufficientDriver && p.driver_version == 0)
+    return "no NVIDIA driver found (libcuda.so.1 loads but reports no driver version)";
+  if (p.error == kInsufficientDriver)
+    return "the NVIDIA driver (CUDA " + cuda_version(p.driver_version) + ") is older than the CUDA runtime flashcheck was built with (" +
+           cuda_version(p.runtime_version) + "): update the driver";
+  if (p.error == kNoDevice) return "no NVIDIA GPU on this machine (the driver sees none)";
+  return "no usable GPU: " + p.error_string + (p.error_name.empty() ? std::string() : " (" + p.error_name + ")");
+}
+
+bool libcuda_loads() {
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!h) return false;
+  dlclose(h);
+  return true;
+}
+
 #if FLASHCHECK_HAVE_CUDA
+static_assert(cudaErrorInsufficientDriver == kInsufficientDriver && cudaErrorNoDevice == kNoDevice);
+
 std::optional<std::string> unavailable() {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky "no device" error
-    return std::string("no usable GPU: ") + cudaGetErrorString(e);
+    CudaProbe p;
+    p.error = static_cast<int>(e);
+    p.error_name = cudaGetErrorName(e);
+    p.error_string = cudaGetErrorString(e);
+    (void)cudaDriverGetVersion(&p.driver_version);
+    (void)cudaRuntimeGetVersion(&p.runtime_version);
+    p.libcuda_loads = libcuda_loads();
+    return describe_unusable_cuda(p);
   }
   if (n == 0) return std::string("no GPU on this machine");
   return std::nullopt;

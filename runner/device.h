@@ -9,8 +9,23 @@
 
 namespace flashcheck::device {
 
-// Why no GPU can be used here (built without CUDA, no device, driver error), or empty.
+// Why no GPU can be used here (built without CUDA, no NVIDIA driver, a driver older than the
+// runtime, no device), or empty.
 std::optional<std::string> unavailable();
+
+// What the CUDA runtime said when asked for devices, and what lies under it.
+struct CudaProbe {
+  int error = 0;  // the cudaError_t of cudaGetDeviceCount (0: success)
+  std::string error_name, error_string;
+  int driver_version = 0, runtime_version = 0;  // as cudaDriverGetVersion/cudaRuntimeGetVersion give them (0: none)
+  bool libcuda_loads = true;                    // whether the driver's library, libcuda.so.1, can be loaded
+};
+// Why CUDA cannot be used, in words that say what to fix: the runtime's own words for a missing
+// driver ("CUDA driver version is insufficient for CUDA runtime version") send a user to update a
+// driver that is not installed. Apart from the CUDA calls, so it is tested without a GPU.
+std::string describe_unusable_cuda(const CudaProbe& p);
+// Whether libcuda.so.1 (the NVIDIA driver's user-space library) can be loaded in this process.
+bool libcuda_loads();
 void* alloc(size_t bytes);
 void free(void* p);
 void to_device(void* dst, const void* src, size_t bytes);

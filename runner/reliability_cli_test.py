@@ -242,6 +242,161 @@ if check(os.path.exists(out), "segv: --json not written", p):
         check(f.get("reproduced") == {"runs": 3, "failed": 3, "flaky": False, "fresh_processes": True},
               f"segv: JSON reproduced is {f.get('reproduced')}")
 
+# 12. Reports survive any text (issue 21, item 3): a kernel's error text that is not UTF-8, holds
+#    escapes and a newline before a fake `reproduce:` line, and ends mid-character; file paths of
+#    the same kind. The run keeps its verdict (1, not 125), its JSON parses, and nothing reaches
+#    the terminal that acts on it.
+import random
+import struct
+
+TEXT = {"FLASHCHECK_HOSTILE_SET": "text"}
+
+
+def json_file(path, what, p=None):
+    """The JSON document at path, or {} with a failure recorded (missing, empty or not JSON)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        check(False, f"{what}: {path} is not a JSON document ({e})", p)
+        return {}
+
+
+def no_terminal_controls(p, what):
+    for name, stream in (("stdout", p.stdout), ("stderr", p.stderr)):
+        check("\x1b" not in stream and "\r" not in stream and "\x9b" not in stream,
+              f"{what}: an escape sequence or carriage return reached {name}", p)
+
+
+def fake_lines(text):
+    return [l for l in text.splitlines() if l.lstrip().startswith("reproduce: flashcheck run --kernel evil")
+            or l.lstrip().startswith("reproduce: evil")]
+
+
+out = os.path.join(tmp, "bad_text.json")
+p = run("run", "--plugin", HOSTILE, "--kernel", "hostile_bad_text", *quick, "--json", out, env=TEXT)
+check(p.returncode == 1, f"bad text: exit {p.returncode}, expected 1 (the kernel failed; the report survives)", p)
+no_terminal_controls(p, "bad text")
+v = (json_file(out, "bad text", p).get("variants") or [{}])[0]
+detail = ((v.get("failures") or [{}])[0].get("criteria") or [{}])[0].get("detail", "")
+check(v.get("failed") == 3 and "\ufffd" in detail and "reproduce: flashcheck run --kernel evil" in detail,
+      f"bad text: the JSON does not keep the message with its bad bytes replaced: {detail!r}")
+p = run("run", "--plugin", HOSTILE, "--kernel", "hostile_bad_text", *quick, "--json", "-", env=TEXT)
+try:
+    check(json.loads(p.stdout)["variants"][0]["failed"] == 3, "bad text: --json - has no failures", p)
+except ValueError:
+    check(False, "bad text: --json - is not JSON", p)
+no_terminal_controls(p, "bad text, --json -")
+# One case (the reproduce command): its report is printed whole, the message on its own line.
+p = run("run", "--plugin", HOSTILE, "--kernel", "hostile_bad_text", "--problem", "b=1 h=2 s=9 d=8 dtype=f32", env=TEXT)
+check(p.returncode == 1 and "kernel_error" in p.stdout, "bad text, one case: not failed as kernel_error", p)
+check(not fake_lines(p.stdout + p.stderr), f"bad text, one case: a fake reproduce line: {fake_lines(p.stdout)}", p)
+no_terminal_controls(p, "bad text, one case")
+
+
+def safetensors(path, o_zero):
+    """q, k, v, o [1, 2, 9, 8] f32 (o all zero: a failing output), written by hand."""
+    rnd = random.Random(int(os.environ.get("FLASHCHECK_SEED", "0"), 0) ^ 0x5A17)
+    n = 1 * 2 * 9 * 8
+    blobs = {t: struct.pack(f"<{n}f", *[0.0 if (t == "o" and o_zero) else rnd.gauss(0, 1) for _ in range(n)])
+             for t in "kqov"}
+    header, off = {"__metadata__": {"causal": "none"}}, 0
+    for t in sorted(blobs):
+        header[t] = {"dtype": "F32", "shape": [1, 2, 9, 8], "data_offsets": [off, off + len(blobs[t])]}
+        off += len(blobs[t])
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs[t] for t in sorted(blobs)))
+
+
+# A path with bytes that are not UTF-8, escapes, and a newline before a fake reproduce line.
+evil = os.path.join(tmp.encode(), b"bad\xff\xfe \x1b[2J\x1b]0;t\x07\rname\nreproduce: evil.safetensors")
+safetensors(evil, o_zero=True)
+p = subprocess.run([FC, "check", evil, "--json", "-"], capture_output=True, timeout=300)
+p.stdout, p.stderr = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+check(p.returncode == 1, f"evil path: exit {p.returncode}, expected 1 (a failing output)", p)
+try:
+    check("reproduce: evil" in json.loads(p.stdout)["repro"], "evil path: JSON repro lost the path", p)
+except ValueError:
+    check(False, "evil path: --json - is not JSON", p)
+no_terminal_controls(p, "evil path")
+check(not fake_lines(p.stderr), f"evil path: a fake reproduce line: {fake_lines(p.stderr)}", p)
+
+# 13. `--json -` is one JSON document on stdout on every exit path, 125 included, stating the error.
+empty = os.path.join(tmp, "empty.safetensors")
+open(empty, "wb").close()
+good = os.path.join(tmp, "good.safetensors")
+safetensors(good, o_zero=True)
+for args, says in [(["check", empty], "too short"), (["run", "--kernel", "nope"], "no kernel named 'nope'"),
+                   (["run", "--plugin", os.path.join(tmp, "missing.so")], "cannot load plugin"),
+                   (["list", "--plugin", os.path.join(tmp, "missing.so")], "cannot load plugin"),
+                   (["run", "--cases", "0x10"], "--cases"), (["check", good, "--max-rows", "0x10"], "--max-rows"),
+                   (["check", good, "--html", os.path.join(tmp, "no", "dir", "x.html")], "no directory")]:
+    p = run(*args, "--json", "-")
+    try:
+        j = json.loads(p.stdout)
+        check(p.returncode == 125 and j.get("exit_code") == 125 and says in j.get("error", ""),
+              f"`{' '.join(args)} --json -`: JSON does not state the 125: {j}", p)
+    except ValueError:
+        check(False, f"`{' '.join(args)} --json -`: stdout is not JSON", p)
+
+# 14. A 125 run leaves no earlier report in place; an output that cannot be written never costs the
+#    others (/dev/full takes the write check, then fails the write).
+old_json, old_html = os.path.join(tmp, "old.json"), os.path.join(tmp, "old.html")
+open(old_json, "w").write('{"pass": true, "from": "an earlier run"}')
+p = run("check", good, "--html", old_html)
+check(p.returncode == 1 and os.path.exists(old_html), "an HTML report was not written", p)
+p = run("check", empty, "--json", old_json, "--html", old_html)
+check(p.returncode == 125 and json_file(old_json, "125").get("exit_code") == 125, "125: the earlier JSON report is still there", p)
+check(not os.path.exists(old_html), "125: the earlier HTML report is still there", p)
+# The input named as the report path by mistake: a 125 neither deletes nor overwrites it.
+bad_input = os.path.join(tmp, "bad_input.safetensors")
+open(bad_input, "wb").write(b"\x10\0\0\0\0\0\0\0not json at all!")
+for opt in ("--html", "--json"):
+    p = run("check", bad_input, opt, bad_input)
+    check(p.returncode == 125 and open(bad_input, "rb").read().endswith(b"not json at all!"),
+          f"125: {opt} naming the input file cost the input", p)
+if os.path.exists("/dev/full"):
+    page = os.path.join(tmp, "page.html")
+    p = run("check", good, "--json", "/dev/full", "--html", page)
+    check(p.returncode == 125 and "/dev/full" in p.stderr, "--json /dev/full: the failed write is not a 125 naming it", p)
+    check(os.path.exists(page) and os.path.getsize(page) > 1000, "--json /dev/full: the HTML page was not written", p)
+    out = os.path.join(tmp, "kept.json")
+    p = run("check", good, "--json", out, "--html", "/dev/full")
+    check(p.returncode == 125, "--html /dev/full: not a 125", p)
+    if check(os.path.exists(out), "--html /dev/full: the JSON was not written", p):
+        j = json_file(out, "--html /dev/full", p)
+        check(j.get("exit_code") == 125 and "/dev/full" in j.get("error", "") and "criteria" in j,
+              f"--html /dev/full: the JSON lacks the verdict or the error: {list(j)}", p)
+p = run("run", "--cases", "1", "--json", os.path.join(tmp, "x.json"), "--html", empty)
+check(p.returncode == 125 and "--html" in p.stderr, "run --html onto a file: not refused before the run", p)
+
+# 15. Every integer option takes decimal digits only (no 0x10, +5, spaces, overflow), naming itself.
+for opt in ("--max-rows", "--tile-q", "--tile-kv"):
+    for value in ("0x10", "+5", " 5", "5 ", "99999999999999999999", "1e3", "0b11"):
+        p = run("check", good, opt, value)
+        check(p.returncode == 125 and opt in p.stderr and "decimal digits" in p.stderr,
+              f"check {opt} {value!r}: not refused naming the option and the form", p)
+
+# 16. A plugin path is printed in reproduce lines: one holding a newline or an escape is refused
+#     (125, naming --plugin), one holding bytes that are not UTF-8 works and its JSON parses.
+for bad in ("x\nreproduce: evil.so", "x\x1b[2J.so", "x\r.so"):
+    p = run("run", "--plugin", os.path.join(tmp, bad), "--cases", "1")
+    check(p.returncode == 125 and "--plugin" in p.stderr and "control characters" in p.stderr,
+          f"--plugin {bad!r}: not refused naming the option", p)
+    no_terminal_controls(p, f"--plugin {bad!r}")
+odd = os.path.join(tmp.encode(), b"odd\xff\xfename.so")
+shutil.copy(HOSTILE, odd)
+p = subprocess.run([FC, "run", "--plugin", odd, "--kernel", "hostile_error", *quick, "--json", "-"], capture_output=True,
+                   timeout=300)
+p.stdout, p.stderr = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+check(p.returncode == 1, f"a plugin path that is not UTF-8: exit {p.returncode}, expected 1", p)
+try:
+    check("odd\ufffd\ufffdname.so" in json.loads(p.stdout)["variants"][0]["failures"][0]["repro"],
+          "a plugin path that is not UTF-8: the JSON repro does not name it", p)
+except (ValueError, KeyError, IndexError):
+    check(False, "a plugin path that is not UTF-8: --json - is not the report", p)
+
 shutil.rmtree(tmp, ignore_errors=True)
 for f in failures:
     print("FAILED:", f, "\n")

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -91,24 +90,6 @@ nlohmann::json reproduction_json(const Reproduction& r) {
   return {{"runs", r.runs}, {"failed", r.failed}, {"flaky", !r.confirmed()}, {"fresh_processes", r.fresh_processes}};
 }
 
-// Refuses a report path that cannot be written before any work is done (a long campaign whose
-// JSON then vanishes helps nobody).
-void require_writable(const std::string& path) {
-  std::filesystem::path p(path);
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw CannotTest("--json " + path + ": no directory " + dir.string());
-  if (access(dir.c_str(), W_OK) != 0) throw CannotTest("--json " + path + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
-  if (std::filesystem::is_directory(p, ec)) throw CannotTest("--json " + path + ": is a directory");
-}
-
-void write_json_file(const std::string& path, const nlohmann::json& j) {
-  std::ofstream f(path);
-  f << j.dump(2) << "\n";
-  f.close();
-  if (!f) throw CannotTest("cannot write the JSON report to " + path + ": " + std::strerror(errno));
-}
-
 // For work that prints nothing for long stretches (one benchmark measurement): a line on stderr
 // every few seconds, from a thread, until it is destroyed.
 class Heartbeat {
@@ -150,7 +131,7 @@ std::string summary_note(const VariantSummary& s) {
       first = false;
     }
   }
-  if (s.first_abnormal) note += "; first: " + *s.first_abnormal;
+  if (s.first_abnormal) note += "; first: " + printable_line(*s.first_abnormal);
   if (s.not_run) note += "; " + std::to_string(s.not_run) + " cases not run after " + std::to_string(s.timed_out) + " timeouts";
   if (s.unload_failure) note += (note.empty() ? "its plugin " : "; its plugin ") + *s.unload_failure;
   return note;
@@ -174,7 +155,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--kernel", o->kernel, "kernel name, or all (default)");
   cmd->add_option("--plugin", o->plugins,
                   "shared library exporting kernels through gpu/plugin/flashcheck_plugin.h (a path, relative to the "
-                  "working directory)");
+                  "working directory)")->check(printable_path());
   cmd->add_option("--cases", o->c.cases, "problems per kernel (default 200)")->check(whole_number(1, 1000000000));
   cmd->add_option("--seed", o->c.seed, "campaign seed: same seed and shard, same problems everywhere")
       ->check(whole_number(0, kMaxU64));
@@ -209,7 +190,11 @@ void add_run(CLI::App& app, Action& action) {
                 "run kernels inside flashcheck's own process (debugging: a crash or hang then takes flashcheck down)");
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
-      JsonStdout json_out(o->json == "-");
+      CommandOutputs outputs("run", o->json);
+      return outputs.run([&] {  // all of the command runs under the exit-code contract (tools/output.h)
+      // Report paths first: a campaign whose reports cannot be written is refused before it runs.
+      outputs.require_writable();
+      if (!o->html.empty()) require_writable_dir("--html", o->html);
       if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
         throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
       o->c.shrink = !o->no_shrink;
@@ -230,18 +215,18 @@ void add_run(CLI::App& app, Action& action) {
       }
       o->c.dtypes.clear();
       for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
-      if (!o->json.empty() && o->json != "-") require_writable(o->json);
       o->c.isolation = isolation_from(o->no_isolation, o->timeout, o->load_timeout, "run");
       o->c.confirm_runs = 3;  // no reproduce line without its re-runs
       auto variants = select(o->kernel, o->plugins, true, o->no_isolation ? nullptr : &o->c.isolation);
       if (!o->problem.empty()) {  // one case: the reproduction of a failure
         Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
         int rc = kCannotTest;
+        std::optional<std::string> page_error;
         nlohmann::json j{{"problem", to_string(c.problem)}, {"dist", std::string(to_string(c.dist))}, {"input_seed", c.seed}};
         j["variants"] = nlohmann::json::array();
         for (auto& [v, plugin] : variants) {
           if (auto why = v->unavailable()) {
-            std::cout << v->name() << ": unavailable (" << *why << ")\n";
+            std::cout << v->name() << ": unavailable (" << printable_line(*why) << ")\n";
             j["variants"].push_back({{"name", v->name()}, {"unavailable", *why}});
             continue;
           }
@@ -250,7 +235,7 @@ void add_run(CLI::App& app, Action& action) {
           CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty(), o->c.oracle);
           const std::optional<AbnormalEnd> unloaded = worker ? worker->unload() : std::nullopt;
           if (out.skipped && !unloaded) {
-            std::cout << v->name() << ": skipped (" << *out.skipped << ")\n";
+            std::cout << v->name() << ": skipped (" << printable_line(*out.skipped) << ")\n";
             j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
             continue;
           }
@@ -264,26 +249,33 @@ void add_run(CLI::App& app, Action& action) {
                                               kDefaultMaxRows, plugin, o->c.isolation, nullptr, o->c.oracle);
             Report shown = out.report;
             if (out.reproduced && !out.reproduced->confirmed()) shown.repro.clear();
-            std::cout << v->name() << ": " << to_text(shown);
+            std::cout << v->name() << ": " << to_text(printable_report(shown));
             if (out.reproduced)
               std::cout << (out.reproduced->confirmed() ? "  reproduced: " : "  FLAKY: ") << to_text(*out.reproduced)
                         << (out.reproduced->confirmed() ? "\n" : "; the command may pass\n");
             entry["report"] = to_json(out.report);
             if (out.reproduced) entry["reproduced"] = reproduction_json(*out.reproduced);
-            if (!o->html.empty() && !out.passed) write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
+            if (!o->html.empty() && !out.passed) {
+              try {  // a page that cannot be written does not cost the JSON
+                write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
+              } catch (const std::exception& e) {
+                if (!page_error) page_error = e.what();
+              }
+            }
           } else {
             entry["skipped"] = *out.skipped;
           }
           if (unloaded) {
-            std::cout << v->name() << ": FAILED: its plugin " << unloaded->detail << "\n";
+            std::cout << v->name() << ": FAILED: its plugin " << printable_line(unloaded->detail) << "\n";
             entry["unload_failure"] = unloaded->detail;
           }
           j["variants"].push_back(entry);
           rc = (rc == kMismatch || !passed) ? int{kMismatch} : int{kPass};
         }
         std::cout.flush();
-        if (o->json == "-") json_out.write(j.dump(2) + "\n");
-        else if (!o->json.empty()) write_json_file(o->json, j);
+        if (page_error) j.update(error_json(*page_error));
+        if (outputs.json_wanted()) outputs.write_json(j);
+        if (page_error) throw CannotTest(*page_error);
         return rc;
       }
       std::vector<VariantSummary> all;
@@ -291,9 +283,12 @@ void add_run(CLI::App& app, Action& action) {
       // summary of the kernels done so far and the JSON, then exits 125.
       std::optional<std::string> error;
       try {
+        // The log quotes kernels' error texts: printed without their escape sequences.
+        FilteredOutput filtered(std::cout.rdbuf());
+        std::ostream log(&filtered);
         for (auto& [v, plugin] : variants) {
           o->c.plugin = plugin;  // per variant: its worker loads it, its reproduce lines name it
-          all.push_back(run_campaign(*v, o->c, std::cout));
+          all.push_back(run_campaign(*v, o->c, log));
         }
       } catch (const std::exception& e) {
         error = e.what();
@@ -304,7 +299,7 @@ void add_run(CLI::App& app, Action& action) {
       for (auto& s : all) {
         if (s.unavailable) {
           std::printf("%-22s %7s %7s %7s %7s  %-30s unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-",
-                      s.unavailable->c_str());
+                      printable_line(*s.unavailable).c_str());
           continue;
         }
         any_failed |= s.failed > 0 || s.unload_failure.has_value();
@@ -322,7 +317,8 @@ void add_run(CLI::App& app, Action& action) {
         for (auto& [reason, n] : s.skipped_by) why.emplace_back(n, reason);
         std::sort(why.begin(), why.end(), [](auto& a, auto& b) { return a.first > b.first; });
         for (size_t i = 0; i < why.size() && i < 3; ++i)
-          std::printf("skipped: %s: %lld x %s\n", s.name.c_str(), static_cast<long long>(why[i].first), why[i].second.c_str());
+          std::printf("skipped: %s: %lld x %s\n", s.name.c_str(), static_cast<long long>(why[i].first),
+                      printable_line(why[i].second).c_str());
         if (why.size() > 3) std::printf("skipped: %s: and %zu other reasons (see --json)\n", s.name.c_str(), why.size() - 3);
       }
       for (auto& s : all)
@@ -330,19 +326,27 @@ void add_run(CLI::App& app, Action& action) {
           // A failure that did not fail every re-run is flaky: never a plain reproduce line.
           const std::optional<Reproduction>& r = s.failures[k].reproduced;
           if (r && !r->confirmed())
-            std::printf("flaky (%s): %s\n", to_text(*r).c_str(), s.repro[k].c_str());
+            std::printf("flaky (%s): %s\n", to_text(*r).c_str(), printable_line(s.repro[k]).c_str());
           else
-            std::printf("reproduce: %s\n", s.repro[k].c_str());
+            std::printf("reproduce: %s\n", printable_line(s.repro[k]).c_str());
         }
       if (!o->html.empty()) {
-        write_failure_pages(all, o->html);
+        try {  // every page is tried, and the JSON written, before a page's failure is said
+          write_failure_pages(all, o->html);
+        } catch (const std::exception& e) {
+          if (!error) error = e.what();
+        }
       }
-      if (!o->json.empty()) {
+      std::optional<std::string> nothing_tested;
+      if (!error && !any_failed && !any_tested)
+        nothing_tested = "nothing could be tested (every kernel unavailable or every case skipped)";
+      if (outputs.json_wanted()) {
         nlohmann::json j;
         j["seed"] = o->c.seed;
         j["shard"] = o->shard;
         j["cases"] = o->c.cases;
-        if (error) j["error"] = *error;
+        if (error) j.update(error_json(*error));
+        if (nothing_tested) j.update(error_json(*nothing_tested));
         for (auto& s : all) {
           nlohmann::json v{{"name", s.name}, {"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed},
                            {"skipped", s.skipped}, {"worst_ulp", s.worst_ulp}, {"worst_cos", s.worst_cos}};
@@ -365,19 +369,16 @@ void add_run(CLI::App& app, Action& action) {
           }
           j["variants"].push_back(v);
         }
-        if (o->json == "-") {
-          json_out.write(j.dump(2) + "\n");
-        } else {
-          write_json_file(o->json, j);
-        }
+        outputs.write_json(j);
       }
       if (error) throw CannotTest(*error);
       if (any_failed) return int{kMismatch};
-      if (!any_tested) {
-        std::fprintf(stderr, "flashcheck run: nothing could be tested (every kernel unavailable or every case skipped)\n");
+      if (nothing_tested) {
+        std::fprintf(stderr, "flashcheck run: %s\n", nothing_tested->c_str());
         return int{kCannotTest};
       }
       return int{kPass};
+      });
     };
   });
 }
@@ -390,43 +391,41 @@ void add_list(CLI::App& app, Action& action) {
     double load_timeout = 0;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--plugin", o->plugins, "also list the kernels of these plugin libraries");
+  cmd->add_option("--plugin", o->plugins, "also list the kernels of these plugin libraries")->check(printable_path());
   cmd->add_option("--json", o->json, "write the list as JSON to PATH, or - for stdout");
   cmd->add_option("--load-timeout", o->load_timeout, "seconds a plugin may take to load (default 60)")->check(positive_number(1e6));
   cmd->callback([o, &action] {
     action = [o] {
-      nlohmann::json j = nlohmann::json::array();
-      // Plugins are described by a worker process: a constructor's printf goes to stderr marked
-      // [plugin ...], never into the list (`--json -` stays JSON), and its crash is a refusal.
-      const IsolationOptions iso = isolation_from(false, 0, o->load_timeout, "list");
-      for (auto& [v, plugin] : select("all", o->plugins, false, &iso)) {
-        const Capabilities& c = v->caps();
-        const auto why = v->unavailable();
-        nlohmann::json e{{"name", v->name()},
-                         {"memory", c.memory == Memory::device ? "device" : "host"},
-                         {"min_sm", c.min_sm},
-                         {"available", !why},
-                         {"head_dims", c.head_dims},
-                         {"dv_ne_dqk", c.dv_ne_dqk},
-                         {"gqa", c.gqa},
-                         {"lse_base", c.lse_base == LseBase::e ? "e" : c.lse_base == LseBase::two ? "2" : "none"}};
-        if (why) e["unavailable"] = *why;
-        for (DType d : c.dtypes) e["dtypes"].push_back(std::string(to_string(d)));
-        for (Causal k : c.causals) e["causals"].push_back(std::string(to_string(k)));
-        for (const TileShape& t : c.tiles) e["tiles"].push_back({{"head_dim", t.head_dim}, {"block_q", t.block_q}, {"block_kv", t.block_kv}});
-        j.push_back(e);
-        if (o->json != "-")
-          std::printf("%-22s %-6s %s\n", v->name().c_str(), c.memory == Memory::device ? "device" : "host",
-                      why ? ("unavailable: " + *why).c_str() : "available");
-      }
-      if (o->json == "-") {
-        std::cout << j.dump(2) << "\n";
-      } else if (!o->json.empty()) {
-        std::ofstream os(o->json);
-        os << j.dump(2) << "\n";
-        if (!os) throw CannotTest("cannot write " + o->json);
-      }
-      return int{kPass};
+      CommandOutputs outputs("list", o->json);
+      return outputs.run([&] {
+        outputs.require_writable();
+        nlohmann::json j = nlohmann::json::array();
+        // Plugins are described by a worker process: a constructor's printf goes to stderr marked
+        // [plugin ...], never into the list (`--json -` stays JSON), and its crash is a refusal.
+        const IsolationOptions iso = isolation_from(false, 0, o->load_timeout, "list");
+        for (auto& [v, plugin] : select("all", o->plugins, false, &iso)) {
+          const Capabilities& c = v->caps();
+          const auto why = v->unavailable();
+          nlohmann::json e{{"name", v->name()},
+                           {"memory", c.memory == Memory::device ? "device" : "host"},
+                           {"min_sm", c.min_sm},
+                           {"available", !why},
+                           {"head_dims", c.head_dims},
+                           {"dv_ne_dqk", c.dv_ne_dqk},
+                           {"gqa", c.gqa},
+                           {"lse_base", c.lse_base == LseBase::e ? "e" : c.lse_base == LseBase::two ? "2" : "none"}};
+          if (why) e["unavailable"] = *why;
+          for (DType d : c.dtypes) e["dtypes"].push_back(std::string(to_string(d)));
+          for (Causal k : c.causals) e["causals"].push_back(std::string(to_string(k)));
+          for (const TileShape& t : c.tiles) e["tiles"].push_back({{"head_dim", t.head_dim}, {"block_q", t.block_q}, {"block_kv", t.block_kv}});
+          j.push_back(e);
+          if (o->json != "-")
+            std::printf("%-22s %-6s %s\n", v->name().c_str(), c.memory == Memory::device ? "device" : "host",
+                        why ? ("unavailable: " + printable_line(*why)).c_str() : "available");
+        }
+        if (outputs.json_wanted()) outputs.write_json(j);
+        return int{kPass};
+      });
     };
   });
 }
@@ -440,7 +439,7 @@ void add_bench(CLI::App& app, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--kernel", o->kernel, "kernel name, or all");
-  cmd->add_option("--plugin", o->plugins, "plugin libraries");
+  cmd->add_option("--plugin", o->plugins, "plugin libraries")->check(printable_path());
   cmd->add_option("--shape", o->shapes, "problem(s), e.g. \"b=4 h=16 s=4096 d=64 causal=none dtype=f32\"");
   cmd->add_option("--warmup", o->warmup, "untimed runs first")->check(whole_number(0, 1000000));
   cmd->add_option("--iters", o->iters, "timed runs; the median is reported")->check(whole_number(1, 1000000));
@@ -486,7 +485,7 @@ void add_determinism(CLI::App& app, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--kernel", o->kernel, "kernel name")->required();
-  cmd->add_option("--plugin", o->plugins, "plugin libraries");
+  cmd->add_option("--plugin", o->plugins, "plugin libraries")->check(printable_path());
   cmd->add_option("--problem", o->problem, "problem (without dtype=: the kernel's first declared dtype)");
   cmd->add_option("--runs", o->runs, "runs (default 100)")->check(whole_number(1, 1000000));
   cmd->add_option("--timeout", o->timeout, "seconds one run may take (default: 15 s plus time for the problem's work, then 10x the first run, at least 5 s)")

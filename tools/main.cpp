@@ -4,11 +4,36 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
 
 #include "reference/blas_core.h"
 #include "runner/isolation.h"
 #include "tools/commands.h"
+#include "tools/output.h"
+#include "verify/untrusted_text.h"
 #include "verify/check_file.h"
+
+namespace {
+
+// A command line refused before its command ran still keeps the JSON promise (tools/output.h):
+// `--json -` gets the error document on stdout, and `--json PATH` has it replace an earlier report.
+void refused_command_line(int argc, char** argv, const std::string& why) {
+  const auto target = flashcheck::cli::json_target_of(argc, argv);
+  if (!target || target->empty()) return;
+  const std::string text = flashcheck::json_text(flashcheck::cli::error_json(why)) + "\n";
+  try {
+    if (*target == "-") {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    } else if (flashcheck::cli::holds_report(*target, {"{", "["})) {
+      flashcheck::cli::write_report_file(*target, text);
+    }
+  } catch (const std::exception&) {
+    // The refusal itself was already said on stderr; a path that cannot be written adds nothing.
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   flashcheck::restart_with_better_blas_core(argv);  // before anything runs: OpenBLAS reads its core only at load
@@ -27,6 +52,11 @@ int main(int argc, char** argv) {
   cli::add_oracle(app, action);
   cli::add_bench(app, action);
   cli::add_determinism(app, action);
+  // CLI11 quotes what it refuses (an unknown option, a value): escaped, so a command line cannot
+  // put escape sequences on the terminal through flashcheck's message.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return flashcheck::printable_line(e.what()) + "\nRun with --help for more information.\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -35,6 +65,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    refused_command_line(argc, argv, e.what());
     return flashcheck::kCannotTest;  // a bad command line tests nothing: bisect must skip, not blame
   }
   try {
@@ -48,8 +79,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {  // the default job's own parse
     app.exit(e);
     return flashcheck::kCannotTest;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "flashcheck: %s\n", e.what());
+  } catch (const std::exception& e) {  // the commands catch their own; this is the last net
+    std::fprintf(stderr, "flashcheck: %s\n", flashcheck::printable_line(e.what()).c_str());
     return flashcheck::kCannotTest;
   } catch (...) {
     std::fprintf(stderr, "flashcheck: unknown error\n");

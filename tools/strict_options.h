@@ -10,15 +10,21 @@
 #include <string>
 #include <utility>
 
+#include "verify/untrusted_text.h"
+
 namespace flashcheck::cli {
 
-// A value as a message may quote it: long ones cut, so a bad number never floods the terminal.
+// A value as a message may quote it: long ones cut, so a bad number never floods the terminal, and
+// escaped, so a value holding escape sequences or newlines cannot act on it.
 inline std::string quote_value(const std::string& s) {
-  if (s.size() <= 40) return "'" + s + "'";
-  return "'" + s.substr(0, 24) + "...' (" + std::to_string(s.size()) + " characters)";
+  if (s.size() <= 40) return "'" + printable_line(s) + "'";
+  return "'" + printable_line(s.substr(0, 24)) + "...' (" + std::to_string(s.size()) + " characters)";
 }
 
-// Digits only (no sign, no spaces, no suffix), and at most `hi`.
+// The largest count a row, tile or size option takes: far past any tensor, far from overflow.
+inline constexpr uint64_t kMaxCount = uint64_t{1} << 40;
+
+// Digits only (no sign, no spaces, no 0x/0b/0o prefix, no suffix), and at most `hi`.
 inline bool parse_whole(const std::string& s, uint64_t hi, uint64_t& out) {
   if (s.empty()) return false;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -27,7 +33,7 @@ inline bool parse_whole(const std::string& s, uint64_t hi, uint64_t& out) {
 
 // A CLI11 check: a whole number in [lo, hi].
 inline CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
-  const std::string form = "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+  const std::string form = "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + " in decimal digits";
   return CLI::Validator(
       [lo, hi, form](std::string& s) -> std::string {
         uint64_t v = 0;
@@ -74,6 +80,25 @@ inline CLI::Validator shard_spec() {
         return {};
       },
       "i/N", "SHARD");
+}
+
+// A path flashcheck prints inside its reproduce lines (`--plugin`): no control characters. A newline
+// in it would start a line of its own in a campaign's log, where a fake `reproduce:` line would
+// pass for flashcheck's; an escape would act on the terminal. (Bytes that are not UTF-8 are fine:
+// reports show them as U+FFFD.)
+inline CLI::Validator printable_path() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        for (size_t i = 0; i < s.size(); ++i) {
+          const auto b = static_cast<unsigned char>(s[i]);
+          const bool c1 = b == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9F;
+          if (b < 0x20 || b == 0x7F || c1)
+            return "expects a path without control characters (newline, escape, ...), got " + quote_value(s) +
+                   ": rename the file";
+        }
+        return {};
+      },
+      "PATH", "PRINTABLE_PATH");
 }
 
 }  // namespace flashcheck::cli

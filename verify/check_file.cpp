@@ -5,6 +5,7 @@
 #include "verify/judge.h"
 #include "verify/names.h"
 #include "verify/safetensors.h"
+#include "verify/untrusted_text.h"
 
 namespace flashcheck {
 
@@ -128,7 +129,7 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   lap("lse");
   Report r = judge(p, in, out, declared, JudgeOptions{opt.max_rows, opt.error_maps, opt.oracle, opt.timings});
   if (opt.timings) r.timings.insert(r.timings.begin(), timings.begin(), timings.end());
-  r.repro = "flashcheck check " + path.string();
+  r.repro = "flashcheck check " + shell_word(path.string());  // runs as printed, whatever the path holds
   if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");
   for (auto& line : names.ignored_lines()) r.notes.push_back(line);
   return r;

@@ -12,6 +12,7 @@
 #include "reference/naive.h"
 #include "verify/check_file.h"
 #include "verify/safetensors.h"
+#include "verify/untrusted_text.h"
 
 namespace flashcheck {
 
@@ -156,7 +157,7 @@ GoldenStatus golden_regen(const std::filesystem::path& dir, bool force, std::ost
     ++st.written;
     log << (overwrite[i] ? "overwrote: " : "wrote: ") << path.string() << "\n";
   }
-  const std::string text = manifest_for(files).dump(2) + "\n";
+  const std::string text = json_text(manifest_for(files)) + "\n";
   const auto mpath = dir / "manifest.json";
   const std::vector<uint8_t> mbytes(text.begin(), text.end());
   std::error_code ec;

@@ -1,6 +1,7 @@
 #include "verify/safetensors.h"
 
 #include "reference/big_vector.h"
+#include "verify/untrusted_text.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -84,6 +85,60 @@ struct Header {
 // refusing deeper nesting while parsing keeps a hostile "[[[[..." from costing memory.
 constexpr size_t kMaxDepth = 3;
 
+// What nlohmann does not check, checked in a SAX pass before the DOM is built: no key twice in
+// one object (nlohmann keeps the last of duplicate keys silently; a file whose two "causal" entries
+// disagree must not be judged by whichever came last) and no nesting past kMaxDepth (a hostile
+// "[[[[..." costs no memory here). A separate pass, not nlohmann's parser callback: that callback
+// parser rescans the enclosing object each time a nested one closes, which made a header of 40k
+// tensors take seconds (quadratic in the number of tensors).
+class HeaderShapeCheck final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return open(true); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    f.key = k;
+    if (!f.keys.insert(k).second) {
+      std::string where;
+      for (size_t i = 0; i + 1 < stack_.size(); ++i) where += stack_[i].object ? (where.empty() ? "" : ".") + stack_[i].key : "[]";
+      throw SafetensorsError("duplicate JSON key '" + k + "' " +
+                             (where.empty() ? std::string("at the top level of the header") : "in '" + where + "'"));
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    throw SafetensorsError(std::string("header is not valid JSON: ") + e.what());
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;  // the key being read in this object (names the place of a nested duplicate)
+  };
+  bool open(bool object) {
+    if (stack_.size() >= kMaxDepth)
+      throw SafetensorsError("header nests deeper than " + std::to_string(kMaxDepth) +
+                             " levels (header, tensor entry, shape array)");
+    stack_.push_back({object, {}, {}});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+  std::vector<Frame> stack_;
+};
+
 nlohmann::json parse_header_json(std::string_view header) {
   if (header.empty() || header[0] != '{') throw SafetensorsError("header does not start with '{'");
   // nlohmann's lexer takes a NUL as the end of input, so "{...}\0garbage" would parse; JSON text
@@ -91,44 +146,11 @@ nlohmann::json parse_header_json(std::string_view header) {
   if (size_t z = header.find('\0'); z != std::string_view::npos)
     throw SafetensorsError("header holds a NUL byte at offset " + std::to_string(z) +
                            " (only space padding, 0x20, may follow the JSON object)");
-  // nlohmann keeps the last of duplicate keys silently; a file whose two "causal" entries disagree
-  // must not be judged by whichever came last, so the parser callback sees every key first.
-  struct Frame {
-    bool object;
-    std::set<std::string> keys;
-    std::string key;  // the key being read in this object (names the place of a nested duplicate)
-  };
-  std::vector<Frame> stack;
-  using Event = nlohmann::json::parse_event_t;
-  auto callback = [&](int, Event ev, nlohmann::json& parsed) {
-    switch (ev) {
-      case Event::object_start:
-      case Event::array_start:
-        if (stack.size() >= kMaxDepth)
-          throw SafetensorsError("header nests deeper than " + std::to_string(kMaxDepth) +
-                                 " levels (header, tensor entry, shape array)");
-        stack.push_back({ev == Event::object_start, {}, {}});
-        break;
-      case Event::key: {
-        Frame& f = stack.back();
-        f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second) {
-          std::string where;
-          for (size_t i = 0; i + 1 < stack.size(); ++i) where += stack[i].object ? (where.empty() ? "" : ".") + stack[i].key : "[]";
-          throw SafetensorsError("duplicate JSON key '" + f.key + "' " +
-                                 (where.empty() ? std::string("at the top level of the header") : "in '" + where + "'"));
-        }
-        break;
-      }
-      case Event::object_end:
-      case Event::array_end: stack.pop_back(); break;
-      case Event::value: break;
-    }
-    return true;
-  };
+  HeaderShapeCheck shape;
+  nlohmann::json::sax_parse(header.begin(), header.end(), &shape);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header.begin(), header.end(), callback);
+    j = nlohmann::json::parse(header.begin(), header.end());
   } catch (const nlohmann::json::exception& e) {
     throw SafetensorsError(std::string("header is not valid JSON: ") + e.what());
   }
@@ -245,6 +267,7 @@ struct RegularFile {
   int fd = -1;
   uint64_t size = 0;
   std::string name;
+  struct stat opened {};  // the file as it was when opened: the identity every later check compares with
   explicit RegularFile(const std::filesystem::path& path) : name(path.string()) {
     struct stat st {};
     if (::stat(name.c_str(), &st) != 0) throw SafetensorsError("cannot open '" + name + "': " + std::strerror(errno));
@@ -265,6 +288,7 @@ struct RegularFile {
       throw SafetensorsError("'" + name + "' changed between stat and open");
     }
     size = static_cast<uint64_t>(now.st_size);
+    opened = now;
   }
   RegularFile(const RegularFile&) = delete;
   RegularFile& operator=(const RegularFile&) = delete;
@@ -279,6 +303,31 @@ struct RegularFile {
       p += got;
       n -= static_cast<uint64_t>(got);
     }
+  }
+  // After the read: the bytes read are one version of one file, or the file is refused. The path
+  // must still name this file (a rename over it means the user's file is now another one), its
+  // size, modification and change times must be those it had when opened (a rewrite in place, by
+  // another process, between or during our reads), and its first `head.size()` bytes — the
+  // header, which says what everything else means — must read back the same (a rewrite within
+  // the file system's timestamp granularity still shows there).
+  void expect_unchanged(const std::string& head) const {
+    const std::string what = "the file ";  // read_safetensors puts the path in front
+    const std::string verdict = "; it is not judged (check it again once nothing writes it)";
+    struct stat now {}, at_path {};
+    if (::fstat(fd, &now) != 0) throw SafetensorsError(what + "cannot be checked after reading: " + std::strerror(errno));
+    if (::stat(name.c_str(), &at_path) != 0 || at_path.st_dev != opened.st_dev || at_path.st_ino != opened.st_ino)
+      throw SafetensorsError(what + "was replaced by another file while being read" + verdict);
+    auto same_time = [](const timespec& a, const timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; };
+    if (now.st_size != opened.st_size || !same_time(now.st_mtim, opened.st_mtim) || !same_time(now.st_ctim, opened.st_ctim))
+      throw SafetensorsError(what + "was modified while being read (its size or modification time changed)" + verdict);
+    std::string again(head.size(), '\0');
+    for (size_t done = 0; done < again.size();) {
+      const ssize_t got = ::pread(fd, again.data() + done, again.size() - done, static_cast<off_t>(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) throw SafetensorsError(what + "cannot be read again after reading: " + (got < 0 ? std::strerror(errno) : "it shrank"));
+      done += static_cast<size_t>(got);
+    }
+    if (again != head) throw SafetensorsError(what + "had its header rewritten while being read" + verdict);
   }
   // Having read `size` bytes, nothing may follow: a file that grew is not the file that was sized.
   void expect_end() const {
@@ -308,7 +357,7 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes) {
   return assemble(std::move(h), [buf](const Entry& e) { return std::vector<uint8_t>(buf + e.begin, buf + e.end); });
 }
 
-SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+SafetensorsFile read_safetensors(const std::filesystem::path& path, const std::function<void()>& after_header) {
   const RegularFile file(path);
   try {
     need_header_length_bytes(file.size);
@@ -318,6 +367,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     std::string text(static_cast<size_t>(hlen), '\0');
     file.read_exact(reinterpret_cast<uint8_t*>(text.data()), hlen);
     Header h = parse_header(text);
+    if (after_header) after_header();
     // The size on disk must be what the header declares before any of the payload is read: a
     // header promising 4 GB over a 1 KB file, or a small header before gigabytes of junk, stops here.
     check_layout(h, file.size - 8 - hlen);
@@ -330,6 +380,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
       return d;
     });
     file.expect_end();
+    file.expect_unchanged(std::string(reinterpret_cast<const char*>(len), 8) + text);
     return f;
   } catch (const SafetensorsError& e) {
     throw SafetensorsError(file.name + ": " + e.what());
@@ -348,6 +399,13 @@ std::vector<uint8_t> read_regular_file(const std::filesystem::path& path, uint64
 }
 
 std::vector<uint8_t> serialize_safetensors(const SafetensorsFile& f) {
+  // A name or value that is not UTF-8 would be rewritten (U+FFFD) by the JSON writer: a file
+  // whose tensor is silently renamed is worse than none.
+  auto utf8 = [](const std::string& s, const char* what) {
+    if (valid_utf8(s) != s) throw SafetensorsError(std::string(what) + " '" + printable_line(s) + "' is not valid UTF-8");
+  };
+  for (auto& [k, v] : f.metadata) utf8(k, "metadata key"), utf8(v, "metadata value");
+  for (auto& [name, _] : f.tensors) utf8(name, "tensor name");
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   if (!f.metadata.empty()) h["__metadata__"] = f.metadata;
   uint64_t off = 0;
@@ -357,7 +415,7 @@ std::vector<uint8_t> serialize_safetensors(const SafetensorsFile& f) {
     h[name] = {{"dtype", to_string(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.data.size()}}};
     off += t.data.size();
   }
-  std::string header = h.dump();
+  std::string header = json_text(h, -1);
   header.append((8 - header.size() % 8) % 8, ' ');  // pad so the buffer starts 8-byte aligned
   std::vector<uint8_t> out(8);
   for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));

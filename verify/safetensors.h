@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -41,7 +42,10 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;
 };
 
-SafetensorsFile read_safetensors(const std::filesystem::path& path);
+// A file that changes while it is read (rewritten in place, replaced by a rename, resized) is
+// refused naming what changed, never returned half old and half new. `after_header`, for tests,
+// runs once the header is read and before the payload is: where a concurrent rewrite lands.
+SafetensorsFile read_safetensors(const std::filesystem::path& path, const std::function<void()>& after_header = {});
 // The whole of a regular file (stat first: a FIFO, directory or device is refused, never opened for
 // a blocking read), as long as it is at most `max_bytes`. Throws SafetensorsError.
 std::vector<uint8_t> read_regular_file(const std::filesystem::path& path, uint64_t max_bytes = UINT64_MAX);

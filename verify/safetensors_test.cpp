@@ -10,8 +10,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -432,6 +434,116 @@ TEST(SafetensorsHostile, ByteMutantsAreRefusedOrConsistent) {
   EXPECT_GT(accepted, 100);  // payload edits keep files valid: the fuzz reaches the accepting path
   EXPECT_GT(refused, 3000);
   std::filesystem::remove_all(dir);
+}
+
+// A header of many tensors parses in time linear in their number (give or take a log): nlohmann's
+// parser callback, which the duplicate-key check once used, rescanned the header object each time
+// a tensor entry closed, and 40k tensors took 17 s. At 100k tensors a quadratic parse takes minutes;
+// no time is asserted, but ctest's time limit would be reached.
+TEST(Safetensors, ManyTensorsParse) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(503));
+  const int n = 100000;
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::shuffle(order.begin(), order.end(), gen);  // header order differs from offset order
+  std::string header = "{\"__metadata__\":{\"causal\":\"none\"}";
+  std::vector<uint16_t> values(static_cast<size_t>(n));
+  for (int i : order) {
+    header += ",\"t" + std::to_string(i) + "\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[" + std::to_string(2 * i) + "," +
+              std::to_string(2 * i + 2) + "]}";
+    values[static_cast<size_t>(i)] = static_cast<uint16_t>(gen());
+  }
+  header += "}";
+  auto bytes = raw(header, 0);
+  bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(values.data()), reinterpret_cast<const uint8_t*>(values.data() + n));
+  const auto t0 = std::chrono::steady_clock::now();
+  const SafetensorsFile f = parse_safetensors(bytes);
+  std::printf("%d tensors parsed in %.3f s\n", n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  ASSERT_EQ(f.tensors.size(), static_cast<size_t>(n));
+  for (int i : {0, n / 3, n - 1}) {
+    const StTensor& t = f.tensors.at("t" + std::to_string(i));
+    uint16_t got;
+    std::memcpy(&got, t.data.data(), 2);
+    EXPECT_EQ(got, values[static_cast<size_t>(i)]) << "tensor t" << i;
+  }
+  // A duplicate among them is still found, wherever it is.
+  const std::string dup = "\"t" + std::to_string(order[static_cast<size_t>(n / 2)]) + "\":";
+  std::string twice = header;
+  twice.insert(twice.size() - 1, "," + dup + "{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[0,0]}");
+  expect_error(raw(twice, 2 * static_cast<size_t>(n)), "duplicate JSON key '" + dup.substr(1, dup.size() - 3) + "'");
+}
+
+// A file that changes while it is read is refused, naming the change, never judged. The hook runs
+// between the header's read and the payload's: where a concurrent writer would strike.
+TEST(SafetensorsFiles, AFileChangedWhileBeingReadIsRefused) {
+  const auto dir = scratch("race");
+  const auto path = dir / "f.safetensors";
+  std::mt19937_64 gen(flashcheck::testing::seed_for(504));
+  const SafetensorsFile f = sample();
+  const std::vector<uint8_t> good = serialize_safetensors(f);
+  uint64_t hlen;
+  std::memcpy(&hlen, good.data(), 8);
+  // Each writer gets a file last modified well in the past: file times tick at the kernel's clock
+  // granularity (a few ms), and a change within one tick only the header comparison could see.
+  auto fresh = [&] {
+    put(path, good);
+    timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), old, 0), 0);
+  };
+  auto rewrite = [&](uint64_t at, uint8_t byte) {  // in place, same size: same inode, same length
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(at)), 1);
+    ::close(fd);
+  };
+  auto refused = [&](const std::function<void()>& writer, const std::string& says) {
+    fresh();
+    try {
+      read_safetensors(path, writer);
+      ADD_FAILURE() << "a file changed while being read was accepted (wanted: " << says << ")";
+    } catch (const SafetensorsError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not judged"), std::string::npos) << e.what();
+    }
+  };
+  const uint64_t payload = 8 + hlen, payload_bytes = good.size() - payload;
+  // One payload byte changed (a value the judge would read), at a random place.
+  const uint64_t at = payload + gen() % payload_bytes;
+  refused([&] { rewrite(at, static_cast<uint8_t>(good[at] ^ (1u << (gen() % 8)))); }, "modified while being read");
+  // The same with its modification time put back: the change time still moves.
+  refused(
+      [&] {
+        rewrite(at, static_cast<uint8_t>(good[at] ^ 1));
+        timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
+        ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), old, 0), 0);
+      },
+      "modified while being read");
+  // Replaced by a rename (a writer that writes atomically): the path now names another file.
+  refused([&] { write_file_atomic(path, good); }, "replaced by another file while being read");
+  // A header byte changed (the metadata's "bottom_right" spelled with another letter).
+  const std::string text(good.begin(), good.end());
+  const uint64_t letter = text.find("bottom_right") + 3;
+  refused([&] { rewrite(letter, 'X'); }, "while being read");
+  // Untouched during the read: accepted, with the values written.
+  fresh();
+  const SafetensorsFile g = read_safetensors(path, [] {});
+  EXPECT_EQ(g.tensors.at("a").to_f32("a"), f.tensors.at("a").to_f32("a"));
+  std::filesystem::remove_all(dir);
+}
+
+// The writer refuses names that JSON would have to rewrite, rather than renaming a tensor.
+TEST(Safetensors, WriterRefusesInvalidUtf8Names) {
+  SafetensorsFile f = sample();
+  f.tensors["bad\xff"] = make_f32_tensor({1}, {1.5f});
+  EXPECT_THROW(serialize_safetensors(f), SafetensorsError);
+  f = sample();
+  f.metadata["causal"] = "cut\xe2\x82";
+  try {
+    serialize_safetensors(f);
+    ADD_FAILURE() << "wrote a metadata value that is not UTF-8";
+  } catch (const SafetensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not valid UTF-8"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

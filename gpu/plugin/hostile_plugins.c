@@ -5,6 +5,7 @@
  *
  * FLASHCHECK_HOSTILE_SET picks the table exported:
  *   unset or "runtime"  kernels whose fields are valid and whose forward() misbehaves;
+ *   "text"              hostile_bad_text, whose error text is not UTF-8 and holds escapes and a fake line;
  *   "name_replica", "name_spaces", "name_nonprintable", "name_all", "no_name", "duplicate",
  *   "lse_base_77", "memory_9", "empty_lse_5", "no_supports"
  *                       a valid kernel followed by one with exactly that bad field, which the loader
@@ -106,6 +107,13 @@ static int polite(const fc_problem* p, const void* q, const void* k, const void*
   return base(p, q, k, v, o, lse);
 }
 
+/* Reports an error whose text attacks the report rather than flashcheck's process: bytes that are not
+ * UTF-8, terminal escapes (clear screen, window title, colour), a carriage return, a newline followed
+ * by a fake `reproduce:` line, and a last character cut in two. */
+static const char* hostile_text(void) {
+  return "bad \xff\xfe bytes \x1b[2J\x1b]0;pwned\x07\x1b[31mred\r\nreproduce: flashcheck run --kernel evil\ncut \xe2\x82";
+}
+
 #define KERNEL(name, fn) \
   { FLASHCHECK_PLUGIN_ABI_VERSION, sizeof(fc_kernel), name, FC_MEMORY_HOST, FC_LSE_BASE_2, FC_EMPTY_LSE_NEG_INF, supports, fn, 0 }
 
@@ -117,6 +125,13 @@ static const fc_kernel kRuntime[] = {
     KERNEL("hostile_underrun", underrun),  KERNEL("hostile_polite", polite),
     {FLASHCHECK_PLUGIN_ABI_VERSION, sizeof(fc_kernel), "hostile_error", FC_MEMORY_HOST, FC_LSE_BASE_2, FC_EMPTY_LSE_NEG_INF,
      supports, fails, error_text},
+};
+
+/* FLASHCHECK_HOSTILE_SET=text: the kernel whose error text attacks the report. A set of its own so
+ * that `run --kernel all` over the runtime set keeps a report whose every line is flashcheck's. */
+static const fc_kernel kText[] = {
+    {FLASHCHECK_PLUGIN_ABI_VERSION, sizeof(fc_kernel), "hostile_bad_text", FC_MEMORY_HOST, FC_LSE_BASE_2, FC_EMPTY_LSE_NEG_INF,
+     supports, fails, hostile_text},
 };
 
 /* One valid kernel, then the bad one (made afresh on each call: the library may stay loaded). */
@@ -144,6 +159,7 @@ const fc_kernel* flashcheck_get_kernel(uint32_t index) {
   if (!set || !*set || !strcmp(set, "runtime"))
     return index < sizeof kRuntime / sizeof kRuntime[0] ? &kRuntime[index]
                                                         : more_runtime_kernels(index - sizeof kRuntime / sizeof kRuntime[0]);
+  if (!strcmp(set, "text")) return index < sizeof kText / sizeof kText[0] ? &kText[index] : NULL;
   int handled = 0;
   const fc_kernel* more = more_sets(set, index, &handled);
   if (handled) return more;

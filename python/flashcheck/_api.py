@@ -3,12 +3,56 @@ import collections
 import ctypes
 import json
 import math
+import numbers
+import operator
 from pathlib import Path
 
 import numpy as np
 
 from . import _lib
 from ._tensors import NUMPY_DTYPES, buffer, from_bits, lse_bits, to_bits
+
+INT64_MAX = (1 << 63) - 1
+UINT64_MAX = (1 << 64) - 1
+
+
+def whole(name, value, lo=1, hi=INT64_MAX):
+    """value as a Python int in [lo, hi], or ValueError/TypeError naming the argument. ctypes would
+    wrap what does not fit its field without a word (c_int64(2**64 + 1) is 1, c_uint64(-1) is
+    2**64 - 1), and int() would cut 2.5 to 2: a bad argument must not become another one."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        f = float(value)
+        if not f.is_integer():  # also NaN and infinities
+            raise ValueError(f"{name} must be a whole number, got {value!r}")
+        value = int(f)
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {v}")
+    return v
+
+
+def finite(name, value, positive=False, nonzero=False):
+    """value as a finite float, or ValueError naming the argument (NaN would otherwise mean 'the
+    default scale' in the C API, silently)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}") from None
+    if not math.isfinite(f):
+        raise ValueError(f"{name} must be a finite number, got {f}")
+    if positive and f <= 0:
+        raise ValueError(f"{name} must be greater than 0, got {f}")
+    if nonzero and f == 0:
+        raise ValueError(f"{name} must not be 0")
+    return f
+
 
 Worst = collections.namedtuple("Worst", "b h row col q_tile kv_tile kernel oracle")
 Worst.__doc__ = """The worst element: (b, h, row, col), its q-tile, the KV tile of its row's last visible key,
@@ -30,14 +74,15 @@ class Problem:
 
     def __init__(self, batch, heads_q, heads_kv, seq_q, seq_kv, head_dim_qk, head_dim_v, causal="none",
                  dtype="bf16", scale=None):
-        self.batch, self.heads_q, self.heads_kv = int(batch), int(heads_q), int(heads_kv)
-        self.seq_q, self.seq_kv, self.head_dim_qk, self.head_dim_v = int(seq_q), int(seq_kv), int(head_dim_qk), int(head_dim_v)
+        self.batch, self.heads_q, self.heads_kv = whole("batch", batch), whole("heads_q", heads_q), whole("heads_kv", heads_kv)
+        self.seq_q, self.seq_kv = whole("seq_q", seq_q), whole("seq_kv", seq_kv)
+        self.head_dim_qk, self.head_dim_v = whole("head_dim_qk", head_dim_qk), whole("head_dim_v", head_dim_v)
         self.causal = _causal_name(causal)
         if dtype not in _lib.DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_lib.DTYPES)}, got {dtype!r}")
         self.dtype = dtype
-        self._custom_scale = scale
-        self.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head_dim_qk)
+        self._custom_scale = None if scale is None else finite("scale", scale, nonzero=True)
+        self.scale = self._custom_scale if scale is not None else 1.0 / math.sqrt(self.head_dim_qk)
 
     @classmethod
     def parse(cls, line):
@@ -140,11 +185,11 @@ class Report:
 
     def to_dict(self):
         """The report as `flashcheck check --json` writes it."""
-        return json.loads(_lib.lib().fc_report_json(self._h).decode())
+        return json.loads(_lib.lib().fc_report_json(self._h).decode(errors="replace"))
 
     def html(self):
         """One self-contained HTML page (heatmaps only when the check computed error maps: html=...)."""
-        return _lib.lib().fc_report_html(self._h).decode()
+        return _lib.lib().fc_report_html(self._h).decode(errors="replace")
 
     def save_html(self, path):
         Path(path).write_text(self.html(), encoding="utf-8")
@@ -154,7 +199,7 @@ class Report:
         _lib.ok(_lib.lib().fc_report_set_repro(self._h, command.encode()), "set repro")
 
     def __str__(self):
-        return _lib.lib().fc_report_text(self._h).decode()
+        return _lib.lib().fc_report_text(self._h).decode(errors="replace")
 
     def __repr__(self):
         verdict = "PASS" if self else "FAIL " + ",".join(self.failed)
@@ -211,7 +256,7 @@ def check(q, k, v, o, lse=None, *, causal="none", scale=None, lse_base="e", empt
     opt = _lib.init(_lib.CheckOptions)
     opt.lse_base = _lib.LSE_BASES[lse_base]
     opt.empty_row_lse = _lib.EMPTY_ROW_LSE[empty_row_lse]
-    opt.max_rows, opt.tile_q, opt.tile_kv = int(max_rows), int(tile_q), int(tile_kv)
+    opt.max_rows, opt.tile_q, opt.tile_kv = whole("max_rows", max_rows), whole("tile_q", tile_q), whole("tile_kv", tile_kv)
     opt.allow_nonfinite_inputs = int(bool(allow_nonfinite_inputs))
     opt.error_maps = int(html is not None)
     handle = ctypes.c_void_p()
@@ -248,7 +293,7 @@ def make_inputs(problem, dist="normal", seed=0, *, backend="numpy", device=None,
     dt = NUMPY_DTYPES[p.dtype]
     q, k, v = np.empty(p.q_shape, dt), np.empty(p.k_shape, dt), np.empty(p.v_shape, dt)
     a = p._to_c()
-    _lib.ok(_lib.lib().fc_make_inputs(ctypes.byref(a), _lib.DISTS.index(dist), int(seed), q.ctypes.data,
+    _lib.ok(_lib.lib().fc_make_inputs(ctypes.byref(a), _lib.DISTS.index(dist), whole("seed", seed, 0, UINT64_MAX), q.ctypes.data,
                                       k.ctypes.data, v.ctypes.data), "make_inputs")
     return tuple(deliver(x, p.dtype, backend, device, layout) for x in (q, k, v))
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from . import _lib
-from ._api import Problem, Report, deliver, make_inputs, read_buffer, replay as _replay_once, resolve_backend, split_output
+from ._api import (UINT64_MAX, Problem, Report, deliver, finite, make_inputs, read_buffer, replay as _replay_once,
+                   resolve_backend, split_output, whole)
 from ._api import check as _check
 from ._tensors import lse_bits, to_bits
 
@@ -176,17 +177,18 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     opt = _lib.init(_lib.FuzzOptions)
     name_bytes = name.encode()
     opt.name = name_bytes
-    opt.cases, opt.seed, opt.max_seq, opt.max_work, opt.max_rows = int(cases), int(seed), int(max_seq), float(max_work), int(max_rows)
+    opt.cases, opt.seed, opt.max_seq = whole("cases", cases), whole("seed", seed, 0, UINT64_MAX), whole("max_seq", max_seq)
+    opt.max_work, opt.max_rows = finite("max_work", max_work, positive=True), whole("max_rows", max_rows)
     opt.dtypes = sum(1 << _lib.DTYPES[d] for d in set(dtypes))
     opt.causals = sum(1 << _lib.CAUSALS[c] for c in set(causals))
     dims = None
     if head_dims is not None:
-        dims = (ctypes.c_int64 * len(head_dims))(*[int(d) for d in head_dims])
+        dims = (ctypes.c_int64 * len(head_dims))(*[whole("head_dims", d) for d in head_dims])
         opt.head_dims, opt.num_head_dims = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64)), len(head_dims)
     opt.dv_ne_dqk, opt.gqa = int(bool(dv_ne_dqk)), int(bool(gqa))
     opt.empty_row_lse = _lib.EMPTY_ROW_LSE[empty_row_lse]
-    opt.tile_q, opt.tile_kv = int(tile_q), int(tile_kv)
-    opt.shrink, opt.fail_fast, opt.max_failures = int(bool(shrink)), int(bool(fail_fast)), int(max_failures)
+    opt.tile_q, opt.tile_kv = whole("tile_q", tile_q), whole("tile_kv", tile_kv)
+    opt.shrink, opt.fail_fast, opt.max_failures = int(bool(shrink)), int(bool(fail_fast)), whole("max_failures", max_failures, 0)
     opt.progress = int(sys.stderr.isatty() if progress is None else bool(progress))
 
     if lse_base == "auto":

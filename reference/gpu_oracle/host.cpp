@@ -1,6 +1,7 @@
 // Host side of the GPU oracle: validation, planning the pieces that fit in device memory, packing
 // inputs (rows gathered, padded, narrowed to their dtype), transfers and launches.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -427,7 +428,15 @@ std::optional<std::string> gpu_oracle_unavailable() {
       (void)cudaRuntimeGetVersion(&runtime);
       (void)cudaDriverGetVersion(&driver);
       auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
-      if (e == cudaErrorInsufficientDriver && driver == 0) return std::string("no CUDA driver is installed");
+      // Without the driver the static runtime reports "insufficient driver", which reads as "too
+      // old" and sends a user to update a driver that is not there: say that there is none.
+      if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+        dlclose(h);
+      } else {
+        return std::string("no NVIDIA driver found (libcuda.so.1 not loadable)");
+      }
+      if (e == cudaErrorInsufficientDriver && driver == 0)
+        return std::string("no NVIDIA driver found (libcuda.so.1 loads but reports no driver version)");
       if (e == cudaErrorInsufficientDriver)
         return "the CUDA driver (" + version(driver) + ") is older than the runtime the GPU oracle was built with (" +
                version(runtime) + ")";
