@@ -17,7 +17,7 @@ std::vector<KernelDef>& list() {
 const std::vector<KernelDef>& registered_kernels() { return list(); }
 
 KernelRegistrar::KernelRegistrar(KernelDef def) {
-  if (def.name.empty() || !def.launch) throw std::logic_error("a kernel registered without a name or a launch");
+  if (def.name.empty() || (!def.launch && !def.launch2)) throw std::logic_error("a kernel registered without a name or a launch");
   for (const auto& k : list())
     if (k.name == def.name) throw std::logic_error("kernel '" + def.name + "' registered twice");
   list().push_back(std::move(def));
@@ -35,6 +35,18 @@ std::optional<std::string> Capabilities::refusal(const Problem& p) const {
   if (!has(causals, p.causal)) return "causal " + std::string(to_string(p.causal));
   if (p.heads_q != p.heads_kv && !gqa) return "GQA";
   if (p.seq_q > max_seq || p.seq_kv > max_seq) return "sequence longer than " + std::to_string(max_seq);
+  // Problem model 2: each variant only where declared.
+  if (!p.window.none() && !windows) return "sliding window";
+  if (p.softcap != 0 && !softcap) return "softcap";
+  if (p.alibi != Alibi::none && !has(alibi, p.alibi)) return "ALiBi " + std::string(to_string(p.alibi));
+  if (p.alibi_per_batch && !alibi_per_batch) return "ALiBi slopes per batch";
+  if (p.sinks && !sinks) return "attention sinks";
+  if (!has(layouts, p.layout)) return "layout " + std::string(to_string(p.layout));
+  if (!p.seqused_kv.empty() && !seqused) return "seqused_kv";
+  if (p.paged() && !paged) return "paged KV cache";
+  if (p.paged() && !page_sizes.empty() && !has(page_sizes, p.page_size)) return "page size " + std::to_string(p.page_size);
+  if (is_fp8(p.dtype) && !has(out_dtypes, p.o_dtype())) return "output dtype " + std::string(to_string(p.o_dtype()));
+  if (p.descale != Descale::none && !has(descales, p.descale)) return "descale " + std::string(to_string(p.descale));
   // Device kernels launch (q-tiles, heads, batch) grids, and declare how far their indexing goes.
   if (memory == Memory::device && (p.heads_q > 65535 || p.batch > 65535)) return "heads or batch beyond the grid's 65535";
   const int64_t largest = std::max({p.q_elems(), p.k_elems(), p.v_elems(), p.o_elems()});

@@ -49,6 +49,23 @@ struct Capabilities {
   std::vector<TileShape> tiles{{0, 128, 128}};
   KernelNumerics numerics;
 
+  // Problem model 2 (reference/problem.h): the variants the kernel computes. Every default is
+  // "none", so a kernel that declares nothing is given plain problems only. fp8 inputs are
+  // declared in `dtypes` (e4m3, e5m2) with their output dtypes here.
+  bool windows = false;
+  bool softcap = false;
+  std::vector<Alibi> alibi;                   // forms computed (symmetric, signed_); empty: no ALiBi
+  bool alibi_per_batch = false;               // slopes [B, Hq] as well as [Hq]
+  bool sinks = false;
+  std::vector<Layout> layouts{Layout::bhsd};  // q/o (and k/v unless paged); thd: variable-length batches
+  bool seqused = false;                       // keys used per sequence below those stored
+  bool paged = false;                         // k/v in a paged cache through a block table
+  std::vector<int64_t> page_sizes;            // with paged: the page sizes taken; empty: any >= 1
+  std::vector<DType> out_dtypes{DType::bf16}; // fp8 inputs: the output dtypes written
+  std::vector<Descale> descales;              // fp8 descale granularities taken (none is always taken)
+  WindowConvention window_convention = WindowConvention::inclusive;
+  AlibiLse alibi_lse = AlibiLse::exact;
+
   TileShape tile_for(int64_t head_dim, bool causal = false) const;
   // Why a problem lies outside this declared space (nullopt: inside). The one rule behind the
   // runner's Variant::unsupported and a kernel module's supports(), so both refuse the same problems.
@@ -60,10 +77,36 @@ struct Capabilities {
 using LaunchFn = void (*)(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
                           void* stream);
 
+// Problem model 2's launch: every buffer with its row strides (the plugin ABI's fc_tensor and
+// fc_forward_args, gpu/plugin/flashcheck_plugin.h, as C++). Rows are addressed (outer, seq, head)
+// as that header says; pointers a problem does not use are null.
+struct TensorRef {
+  void* data = nullptr;
+  int64_t stride_outer = 0, stride_seq = 0, stride_head = 0;
+  int64_t numel = 0;
+};
+struct KernelArgs {
+  TensorRef q, k, v, o, lse;
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_kv = nullptr;
+  const int32_t* seqused_kv = nullptr;
+  const int32_t* block_table = nullptr;
+  const int32_t* cache_seqlens = nullptr;
+  const float* alibi_slopes = nullptr;
+  const float* sinks = nullptr;
+  const float* descale_q = nullptr;
+  const float* descale_k = nullptr;
+  const float* descale_v = nullptr;
+  int64_t num_pages = 0, max_pages_per_seq = 0;
+  void* stream = nullptr;
+};
+using LaunchFn2 = void (*)(const Problem& p, const KernelArgs& a);
+
 struct KernelDef {
   std::string name;
   Capabilities caps;
-  LaunchFn launch = nullptr;
+  LaunchFn launch = nullptr;    // plain problems in contiguous BHSD (problem model 1 kernels)
+  LaunchFn2 launch2 = nullptr;  // any problem its capabilities declare; preferred when set
 };
 
 // Every kernel registered by the build, in registration order.

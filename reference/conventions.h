@@ -17,6 +17,15 @@ enum class EmptyRowLse { neg_inf, pos_inf };
 // Where a kernel's buffers live.
 enum class Memory { host, device };
 
+// How a kernel's LSE relates to ALiBi (reference/score_mod.h): exact, or FlashAttention 2's causal
+// convention of adding slope·j (LSE + slope·(i + d), the same O). Declared, so converted.
+enum class AlibiLse { exact, key_offset };
+
+// How a kernel counts a sliding window's left bound: inclusive (flashcheck's and FlashAttention's:
+// i + d − left ≤ j) or exclusive (cuDNN's left_bound, xformers: handed left + 1). The harness hands
+// a kernel its window in its own convention; the problem always states flashcheck's.
+enum class WindowConvention { inclusive, left_exclusive };
+
 // The exit-code contract, for `git bisect run`: 0 every criterion passes, 1 numerical mismatch,
 // 125 cannot test (bisect skips the commit instead of blaming it). Kept in this one place.
 enum ExitCode : int { kPass = 0, kMismatch = 1, kCannotTest = 125 };

@@ -53,12 +53,12 @@ AlibiBias<T> alibi_for(const Problem& p, const float* slopes, int64_t b, int64_t
   return {p.alibi, static_cast<T>(alibi_slope(p, slopes, b, h)), alignment_offset(p, p.sq(b), p.skv(b))};
 }
 
-// How a kernel's ALiBi LSE may differ from the true one (declared per kernel, never guessed).
-// FlashAttention 2's causal kernel adds slope·j instead of −slope·(i + d − j): for a visible key
-// (j ≤ i + d) the two differ by slope·(i + d), a constant per row, so O is identical and
-// LSE' = LSE + slope·(i + d). Top-left signed ALiBi and slope·j differ the same way with d = 0.
-enum class AlibiLse { exact, key_offset };
-
+// How a kernel's ALiBi LSE may differ from the true one (AlibiLse, reference/conventions.h:
+// declared per kernel, never guessed). FlashAttention 2's causal kernel adds slope·j instead of
+// −slope·(i + d − j): for a visible key (j ≤ i + d) the two differ by slope·(i + d), a constant per
+// row, so O is identical and LSE' = LSE + slope·(i + d). Top-left signed ALiBi and slope·j differ
+// the same way with d = 0.
+//
 // The per-row amount a kernel declaring `conv` adds to the true LSE (0 when exact, or no ALiBi, or
 // no causal mode: without one FlashAttention adds the full symmetric bias).
 inline double alibi_lse_shift(const Problem& p, AlibiLse conv, double slope, int64_t b, int64_t row) {

@@ -1,5 +1,7 @@
 #include "runner/campaign.h"
 
+#include "verify/untrusted_text.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,7 +109,7 @@ Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index) {
 std::string repro_command(const std::string& variant, const Case& c, const std::string& plugin) {
   std::ostringstream os;
   os << "flashcheck run --kernel " << variant;
-  if (!plugin.empty()) os << " --plugin " << plugin;
+  if (!plugin.empty()) os << " --plugin " << shell_word(plugin);  // a path with spaces still runs
   os << " --problem \"" << to_string(c.problem) << "\" --dist " << to_string(c.dist) << " --input-seed " << c.seed;
   return os.str();
 }

@@ -12,7 +12,7 @@ namespace {
 // Every field of Capabilities crosses the process boundary: one left out would silently become
 // its default in the parent. Its size changes when a field is added; then describe it here and in
 // the round trip of runner/reliability_test.cpp (Description.RoundTripsEveryField).
-static_assert(sizeof(Capabilities) == 184, "Capabilities changed: describe the new field in runner/described_variant.cpp");
+static_assert(sizeof(Capabilities) == 328, "Capabilities changed: describe the new field in runner/described_variant.cpp");
 
 template <class E>
 E enum_from(const nlohmann::json& j, int count, const char* field) {
@@ -42,13 +42,31 @@ nlohmann::json to_json(const Capabilities& c) {
   for (const TileShape& t : c.tiles) j["tiles"].push_back({t.head_dim, t.block_q, t.block_kv, t.causal});
   j["use_exp2"] = c.numerics.use_exp2;
   j["round_p"] = c.numerics.round_p;
+  // Problem model 2.
+  j["windows"] = c.windows;
+  j["softcap"] = c.softcap;
+  j["alibi"] = nlohmann::json::array();
+  for (Alibi a : c.alibi) j["alibi"].push_back(static_cast<int>(a));
+  j["alibi_per_batch"] = c.alibi_per_batch;
+  j["sinks"] = c.sinks;
+  j["layouts"] = nlohmann::json::array();
+  for (Layout l : c.layouts) j["layouts"].push_back(static_cast<int>(l));
+  j["seqused"] = c.seqused;
+  j["paged"] = c.paged;
+  j["page_sizes"] = c.page_sizes;
+  j["out_dtypes"] = nlohmann::json::array();
+  for (DType d : c.out_dtypes) j["out_dtypes"].push_back(static_cast<int>(d));
+  j["descales"] = nlohmann::json::array();
+  for (Descale d : c.descales) j["descales"].push_back(static_cast<int>(d));
+  j["window_convention"] = static_cast<int>(c.window_convention);
+  j["alibi_lse"] = static_cast<int>(c.alibi_lse);
   return j;
 }
 
 Capabilities caps_from_json(const nlohmann::json& j) {
   Capabilities c;
   c.dtypes.clear();
-  for (const auto& d : j.at("dtypes")) c.dtypes.push_back(enum_from<DType>(d, 3, "dtype"));
+  for (const auto& d : j.at("dtypes")) c.dtypes.push_back(enum_from<DType>(d, 5, "dtype"));
   c.head_dims = j.at("head_dims").get<std::vector<int64_t>>();
   c.dv_ne_dqk = j.at("dv_ne_dqk").get<bool>();
   for (const auto& p : j.at("head_dim_pairs")) c.head_dim_pairs.emplace_back(p.at(0).get<int64_t>(), p.at(1).get<int64_t>());
@@ -67,6 +85,21 @@ Capabilities caps_from_json(const nlohmann::json& j) {
     c.tiles.push_back({t.at(0).get<int64_t>(), t.at(1).get<int64_t>(), t.at(2).get<int64_t>(), t.at(3).get<int>()});
   c.numerics.use_exp2 = j.at("use_exp2").get<bool>();
   c.numerics.round_p = j.at("round_p").get<bool>();
+  c.windows = j.at("windows").get<bool>();
+  c.softcap = j.at("softcap").get<bool>();
+  for (const auto& a : j.at("alibi")) c.alibi.push_back(enum_from<Alibi>(a, 3, "alibi"));
+  c.alibi_per_batch = j.at("alibi_per_batch").get<bool>();
+  c.sinks = j.at("sinks").get<bool>();
+  c.layouts.clear();
+  for (const auto& l : j.at("layouts")) c.layouts.push_back(enum_from<Layout>(l, 3, "layout"));
+  c.seqused = j.at("seqused").get<bool>();
+  c.paged = j.at("paged").get<bool>();
+  c.page_sizes = j.at("page_sizes").get<std::vector<int64_t>>();
+  c.out_dtypes.clear();
+  for (const auto& d : j.at("out_dtypes")) c.out_dtypes.push_back(enum_from<DType>(d, 5, "out_dtype"));
+  for (const auto& d : j.at("descales")) c.descales.push_back(enum_from<Descale>(d, 3, "descale"));
+  c.window_convention = enum_from<WindowConvention>(j.at("window_convention"), 2, "window_convention");
+  c.alibi_lse = enum_from<AlibiLse>(j.at("alibi_lse"), 2, "alibi_lse");
   return c;
 }
 

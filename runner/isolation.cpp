@@ -2,6 +2,8 @@
 // and turning how they end into verdicts. The worker side is runner/isolation_worker.cpp.
 #include "runner/isolation.h"
 
+#include "verify/untrusted_text.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -60,6 +62,7 @@ struct WorkerProcess {
   int sock = -1, out = -1;
   int64_t starts = 0;
   size_t forwarded = 0, dropped = 0;
+  TerminalFilter terminal;
   bool line_start = true;
 
   WorkerProcess(std::string label_, IsolationOptions opt_) : label(std::move(label_)), opt(std::move(opt_)) { open_shm(); }
@@ -107,16 +110,19 @@ struct WorkerProcess {
 
   // The worker's stdout and stderr, forwarded to flashcheck's stderr (stdout carries the reports
   // and `--json -`) with the label on each line, at most output_limit bytes per request.
+  // A kernel's output is untrusted text: escape sequences and carriage returns are dropped
+  // (verify/untrusted_text.h), so nothing it prints acts on the terminal or rewrites a line.
   void forward(const char* s, size_t n) {
-    std::string chunk;
-    for (size_t i = 0; i < n; ++i) {
+    std::string clean, chunk;
+    terminal.feed(std::string_view(s, n), clean);
+    for (size_t i = 0; i < clean.size(); ++i) {
       if (forwarded >= opt.output_limit) {
-        dropped += n - i;
+        dropped += clean.size() - i;
         break;
       }
       if (line_start) chunk += "[" + label + "] ";
-      chunk += s[i];
-      line_start = s[i] == '\n';
+      chunk += clean[i];
+      line_start = clean[i] == '\n';
       ++forwarded;
     }
     if (!chunk.empty()) std::fwrite(chunk.data(), 1, chunk.size(), stderr);

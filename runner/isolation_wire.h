@@ -142,7 +142,10 @@ inline bool recv_all(int fd, void* data, size_t n) {
 inline bool send_all(int fd, const std::string& bytes) { return send_all(fd, bytes.data(), bytes.size()); }
 
 inline void set_message(Reply& r, const std::string& s) {
-  const size_t n = std::min(s.size(), sizeof r.msg - 1);
+  size_t n = std::min(s.size(), sizeof r.msg - 1);
+  // Cut at a character boundary: never inside a UTF-8 sequence (continuation bytes are 10xxxxxx).
+  if (n < s.size())
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0u) == 0x80u) --n;
   std::memcpy(r.msg, s.data(), n);
   r.msg[n] = 0;
 }

@@ -150,6 +150,20 @@ TEST(Description, RoundTripsEveryField) {
     c.exact_sm = pick(0, 1);
     c.tiles = {{pick(0, 256), pick(1, 256), pick(1, 256), static_cast<int>(pick(-1, 1))}};
     c.numerics = {pick(0, 1) == 1, pick(0, 1) == 1};
+    c.windows = pick(0, 1);
+    c.softcap = pick(0, 1);
+    c.alibi = {static_cast<Alibi>(pick(1, 2))};
+    c.alibi_per_batch = pick(0, 1);
+    c.sinks = pick(0, 1);
+    c.layouts = {static_cast<Layout>(pick(0, 2)), static_cast<Layout>(pick(0, 2))};
+    c.seqused = pick(0, 1);
+    c.paged = pick(0, 1);
+    c.page_sizes = {pick(1, 512)};
+    c.out_dtypes = {static_cast<DType>(pick(1, 2))};
+    c.descales = {static_cast<Descale>(pick(1, 2))};
+    c.window_convention = static_cast<WindowConvention>(pick(0, 1));
+    c.alibi_lse = static_cast<AlibiLse>(pick(0, 1));
+    c.dtypes.push_back(static_cast<DType>(pick(3, 4)));
     const auto back = described_variants(nlohmann::json::parse(describe_variants({f}).dump()));
     ASSERT_EQ(back.size(), 1u);
     const Capabilities& b = back[0]->caps();
@@ -170,6 +184,19 @@ TEST(Description, RoundTripsEveryField) {
     EXPECT_EQ(b.tiles, c.tiles);
     EXPECT_EQ(b.numerics.use_exp2, c.numerics.use_exp2);
     EXPECT_EQ(b.numerics.round_p, c.numerics.round_p);
+    EXPECT_EQ(b.windows, c.windows);
+    EXPECT_EQ(b.softcap, c.softcap);
+    EXPECT_EQ(b.alibi, c.alibi);
+    EXPECT_EQ(b.alibi_per_batch, c.alibi_per_batch);
+    EXPECT_EQ(b.sinks, c.sinks);
+    EXPECT_EQ(b.layouts, c.layouts);
+    EXPECT_EQ(b.seqused, c.seqused);
+    EXPECT_EQ(b.paged, c.paged);
+    EXPECT_EQ(b.page_sizes, c.page_sizes);
+    EXPECT_EQ(b.out_dtypes, c.out_dtypes);
+    EXPECT_EQ(b.descales, c.descales);
+    EXPECT_EQ(b.window_convention, c.window_convention);
+    EXPECT_EQ(b.alibi_lse, c.alibi_lse);
   }
 }
 
