@@ -220,7 +220,7 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
     cfg.round_p = false;
     cfg.finite_neg_inf = false;
     // Over the same rows as the oracle (all, or the sample), in the same [B, Hq, rows, Dv] layout.
-    r.flash_baseline = replica_attention(p, in, cfg, {}, rows).o;
+    r.flash_baseline = replica_attention(p, in, cfg, {}, r.oracle.rows).o;
     lap("flash baseline (replica)");
   }
   return r;
