@@ -108,8 +108,8 @@ TEST(Replica, ARowSubsetGetsWhatTheFullRunGivesThoseRows) {
     const ReplicaResult full = replica_attention(p, in, c.cfg);
     const ReplicaResult sub = replica_attention(p, in, c.cfg, {}, rows);
     const int64_t nr = static_cast<int64_t>(rows.size()), dv = p.head_dim_v;
-    ASSERT_EQ(sub.num_rows, nr);
-    ASSERT_EQ(sub.rows, rows);
+    ASSERT_EQ(sub.num_rows(), nr);
+    ASSERT_EQ(sub.rows, RowSet::same(p, rows));
     ASSERT_EQ(sub.o.size(), static_cast<size_t>(p.batch * p.heads_q * nr * dv));
     ASSERT_EQ(sub.lse.size(), static_cast<size_t>(p.batch * p.heads_q * nr));
     int64_t inexact = 0;

@@ -1,6 +1,8 @@
 // The blocked replica as a variant: the CPU stand-in that lets campaigns run on machines without a
 // GPU, and the kernel-numerics reference the GPU variants are compared with.
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "reference/replica.h"
 #include "runner/registry.h"
@@ -18,15 +20,36 @@ class ReplicaVariant final : public Variant {
   }
   std::string name() const override { return "replica"; }
   const Capabilities& caps() const override { return caps_; }
+  // The replica computes every variant from the logical layout (reference/sequences.h), but
+  // forward() is handed q, k and v only: ALiBi slopes, sinks and fp8 descales do not reach it yet,
+  // so problems that need them are refused (skipped, never failed) rather than computed without.
+  std::optional<std::string> unsupported(const Problem& p) const override {
+    if (auto why = Variant::unsupported(p)) return why;
+    if (p.alibi != Alibi::none || p.sinks || p.descale != Descale::none)
+      return "ALiBi slopes, sinks and fp8 descales are not passed to forward() yet";
+    return std::nullopt;
+  }
   void forward(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
                void*) const override {
     Inputs in{widen(p, q, p.q_elems()), widen(p, k, p.k_elems()), widen(p, v, p.v_elems())};
-    ReplicaResult r = replica_attention(p, in, cfg_);
-    encode(p.dtype, r.o.data(), static_cast<int64_t>(r.o.size()), o);
+    // Every row of every sequence: the result is in the logical layout (BHSD for dense problems).
+    ReplicaResult r = replica_attention(logical(p), in, cfg_);
+    encode(p.o_dtype(), r.o.data(), static_cast<int64_t>(r.o.size()), o);
     std::memcpy(lse, r.lse.data(), r.lse.size() * sizeof(float));
   }
 
  private:
+  // The buffers forward() is handed are in the logical layout (reference/sequences.h): a paged
+  // cache arrives already gathered, with no block table, so the replica computes the same keys as
+  // the contiguous cache they are (bitwise the same result: ReplicaVariants.PagedWithAnIdentity...).
+  static Problem logical(Problem p) {
+    if (!p.paged()) return p;
+    if (p.seqlens_q.empty()) p.seqlens_q.assign(static_cast<size_t>(p.batch), p.seq_q);
+    p.layout = Layout::thd;
+    p.page_size = 0;
+    p.page_order = PageOrder::identity;
+    return p;
+  }
   static std::vector<float> widen(const Problem& p, const void* src, int64_t n) {
     std::vector<float> out(static_cast<size_t>(n));
     decode(p.dtype, src, n, out.data());

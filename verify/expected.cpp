@@ -312,8 +312,7 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
     cfg.round_p = false;
     cfg.finite_neg_inf = false;
     // Over the same rows as the oracle (all, or the sample), in the same layout.
-    // TODO(model 2): the replica takes a RowSet once it computes the variants.
-    r.flash_baseline = replica_attention(p, in, cfg, {}, rows.is_all() ? std::span<const int64_t>{} : rows.rows_of(0)).o;
+    r.flash_baseline = replica_attention(p, in, cfg, {}, r.oracle.rows).o;
     lap("flash baseline (replica)");
   }
   return r;
