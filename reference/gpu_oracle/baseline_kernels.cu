@@ -192,13 +192,14 @@ __global__ void __launch_bounds__(256) baseline_stats_kernel(const float* __rest
   const int64_t t = idx / kTile, lr = idx % kTile;
   float m = -INFINITY, l = 0.0f;
   if (rw.lo < rw.hi) {
-    const Tile tile = g.tiles[t];
-    const float* pm = pmax + tile.s_off / kTile + lr * (tile.ncols / kTile);
-    for (int64_t x = (rw.lo - tile.key0) / kTile; tile.key0 + kTile * x < rw.hi; ++x) m = cpu_max(m, pm[x]);
+    const int64_t key0 = g.tiles[t].key0, s_off = g.tiles[t].s_off, ncols = g.tiles[t].ncols;
+    const int lo = static_cast<int>(rw.lo - key0), hi = static_cast<int>(rw.hi - key0);  // within the tile's span
+    const float* pm = pmax + s_off / kTile + lr * (ncols / kTile);
+    for (int x = lo / kTile; x * kTile < hi; ++x) m = cpu_max(m, pm[x]);
     const float sink = g.p.sinks ? g.p.sinks[rw.h] : -INFINITY;
     if (g.p.sinks) m = cpu_max(m, sink);
-    const float* row = s + tile.s_off + lr * tile.ncols;  // key j at row[j − key0]
-    for (int64_t j = rw.lo; j < rw.hi; ++j) l = __fadd_rn(l, exp_f32(__fsub_rn(row[j - tile.key0], m)));
+    const float* row = s + s_off + lr * ncols;
+    for (int j = lo; j < hi; ++j) l = __fadd_rn(l, exp_f32(__fsub_rn(row[j], m)));
     if (g.p.sinks) l = __fadd_rn(l, exp_f32(__fsub_rn(sink, m)));
   }
   m_out[idx] = m;
@@ -215,7 +216,8 @@ __global__ void __launch_bounds__(256) baseline_pv_kernel(const float* __restric
   __shared__ __align__(16) float Ps[2][kBK][kAst];
   __shared__ __align__(16) float Vs[2][kBK][BNV + 4];
   __shared__ float row_m[kTile], row_l[kTile];
-  __shared__ int64_t row_lo[kTile], row_hi[kTile], row_out[kTile];
+  __shared__ int row_lo[kTile], row_hi[kTile];  // visible keys relative to the tile's key0 (none: 0, 0)
+  __shared__ int64_t row_out[kTile];
 
   const int64_t cblocks = g.p.dv_pad / BNV;
   int64_t bid = blockIdx.x;
@@ -228,22 +230,24 @@ __global__ void __launch_bounds__(256) baseline_pv_kernel(const float* __restric
     const Row rw = g.rows[idx];
     row_m[tid] = m[idx];
     row_l[tid] = l[idx];
-    row_lo[tid] = rw.lo;
-    row_hi[tid] = rw.hi;
+    const bool sees = rw.lo < rw.hi;  // a tile's span is far below 2^31 keys (its scores fit the device)
+    row_lo[tid] = sees ? static_cast<int>(rw.lo - tile.key0) : 0;
+    row_hi[tid] = sees ? static_cast<int>(rw.hi - tile.key0) : 0;
     row_out[tid] = rw.out;
   }
   __syncthreads();
-  // The block's keys: from the first any row sees (down to a multiple of the stage) to the last.
-  // Keys before a row's first add p = 0 to its sums: +0 leaves them bitwise alone.
-  int64_t kbeg = INT64_MAX, kend = 0;
+  // The block's keys (relative to key0, a multiple of the stage): from the first any row sees (down
+  // to a multiple of the stage) to the last. Keys before a row's first add p = 0 to its sums: +0
+  // leaves them bitwise alone.
+  int kbeg = 0x7fffffff, kend = 0;
   for (int r = 0; r < kTile; ++r)
     if (row_hi[r] > row_lo[r]) kbeg = kbeg < row_lo[r] ? kbeg : row_lo[r], kend = kend > row_hi[r] ? kend : row_hi[r];
   if (kend == 0) kbeg = 0;
   kbeg -= kbeg % kBK;
-  const int64_t nst = (kend - kbeg + kBK - 1) / kBK;
+  const int nst = (kend - kbeg + kBK - 1) / kBK;
 
   const int lrow = tid >> 1, lcc = tid & 1;  // score stage load: row tid/2, keys 4·(tid%2)..+3
-  // Row lrow's score of key kk at sb[kk − key0]; key kk's V row at vb + (kk − key0)·dv_pad.
+  // Row lrow's score of relative key kc at sb[kc]; its V row at vb + kc·dv_pad.
   const float* sb = s + tile.s_off + lrow * tile.ncols + 4 * lcc;
   const int vkey = tid / (BNV / 4), vcc = tid % (BNV / 4);
   const T* vb = v + (tile.kv_row + vkey) * g.p.dv_pad + c0 + 4 * vcc;
@@ -251,11 +255,11 @@ __global__ void __launch_bounds__(256) baseline_pv_kernel(const float* __restric
   using L = Ld<T>;
   float4 sr;
   typename L::R vr{};  // threads past the V stage's chunks never load it
-  auto load = [&](int64_t k0) {
-    sr = *reinterpret_cast<const float4*>(sb + (k0 - tile.key0));
-    if (tid < VCH) vr = L::load(vb + (k0 - tile.key0) * g.p.dv_pad);
+  auto load = [&](int k0) {
+    sr = *reinterpret_cast<const float4*>(sb + k0);
+    if (tid < VCH) vr = L::load(vb + static_cast<int64_t>(k0) * g.p.dv_pad);
   };
-  auto store = [&](int buf, int64_t k0) -> int {
+  auto store = [&](int buf, int k0) -> int {
     const float x[4] = {sr.x, sr.y, sr.z, sr.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -286,9 +290,9 @@ __global__ void __launch_bounds__(256) baseline_pv_kernel(const float* __restric
   if (nst > 0) {
     load(kbeg);
     int bad = __syncthreads_or(store(0, kbeg));
-    for (int64_t st = 0; st < nst; ++st) {
-      const int buf = static_cast<int>(st & 1);
-      const int64_t k0 = kbeg + st * kBK;
+    for (int st = 0; st < nst; ++st) {
+      const int buf = st & 1;
+      const int k0 = kbeg + st * kBK;
       if (st + 1 < nst) load(k0 + kBK);
 #pragma unroll
       for (int kk = 0; kk < kBK; ++kk) {

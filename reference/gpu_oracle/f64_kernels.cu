@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
   double(*Ps)[BM][kPad] = reinterpret_cast<double(*)[BM][kPad]>(smem);
   double(*Vs)[kBK][VST] = reinterpret_cast<double(*)[kBK][VST]>(smem + 2 * BM * kPad);
   __shared__ double row_m[BM], row_l[BM], row_sink[BM];
-  __shared__ int64_t row_lo[BM], row_hi[BM];  // keys the row takes: none for empty and NaN rows
+  __shared__ int row_lo[BM], row_hi[BM];  // keys the row takes, relative to key0: none for empty and NaN rows
   __shared__ int64_t row_out[BM];
   __shared__ int row_state[BM];  // 0: sees no key, 1: NaN row, 2: normal
 
@@ -246,20 +246,22 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
     row_state[tid] = state;
     row_m[tid] = state == 2 ? fmax(m, sink) : 0.0;  // the sink joins the max: exp never overflows
     row_sink[tid] = sink;
-    row_lo[tid] = state == 2 ? rw.lo : 0;
-    row_hi[tid] = state == 2 ? rw.hi : 0;
+    // A tile's span is far below 2^31 keys (its scores fit the device): relative keys are ints.
+    row_lo[tid] = state == 2 ? static_cast<int>(rw.lo - tile.key0) : 0;
+    row_hi[tid] = state == 2 ? static_cast<int>(rw.hi - tile.key0) : 0;
     row_out[tid] = rw.out;
   }
   __syncthreads();
-  // The block's keys: from the first any normal row sees (down to a multiple of 16) to the last.
-  int64_t kbeg = INT64_MAX, kend = 0;
+  // The block's keys (relative to key0, a multiple of 64): from the first any normal row sees (down
+  // to a multiple of 16) to the last.
+  int kbeg = 0x7fffffff, kend = 0;
   for (int r = 0; r < BM; ++r)
     if (row_hi[r] > row_lo[r]) kbeg = kbeg < row_lo[r] ? kbeg : row_lo[r], kend = kend > row_hi[r] ? kend : row_hi[r];
   if (kend == 0) kbeg = 0;
   kbeg -= kbeg % kBK;
-  const int64_t nst = (kend - kbeg + kBK - 1) / kBK;
+  const int nst = (kend - kbeg + kBK - 1) / kBK;
 
-  // Row rr's score of key kk at sb[rr·ncols + kk − key0]; key kk's V row at vb + (kk − key0)·dv_pad.
+  // Row rr's score of relative key kc at sb[rr·ncols + kc]; its V row at vb + kc·dv_pad.
   const double* sb = s + tile.s_off + lr0 * tile.ncols;
   const T* vb = v + tile.kv_row * g.p.dv_pad + c0;
   const double vd = g.p.fp8 ? static_cast<double>(tile.v_descale) : 1.0;
@@ -271,22 +273,21 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
 #pragma unroll
   for (int i = 0; i < EPT; ++i) lpart[i] = 0.0;
 
-  auto load = [&](int64_t k0) {
-    const int64_t kc = k0 - tile.key0;
+  auto load = [&](int kc) {
 #pragma unroll
     for (int i = 0; i < EPT; ++i) sr[i] = sb[((tid >> 4) + (NT / 16) * i) * tile.ncols + kc + kk];
 #pragma unroll
     for (int i = 0; i < VCH; ++i) {
       const int c = tid + NT * i, key = c / (BNV / 4), cc = c % (BNV / 4);
-      vr[i] = L::load(vb + (kc + key) * g.p.dv_pad + 4 * cc);
+      vr[i] = L::load(vb + static_cast<int64_t>(kc + key) * g.p.dv_pad + 4 * cc);
     }
   };
   // p = exp(s − m) for visible keys, exactly 0 for the others; returns "V stage has inf/NaN".
-  auto store = [&](int buf, int64_t k0) -> int {
+  auto store = [&](int buf, int k0) -> int {
 #pragma unroll
     for (int i = 0; i < EPT; ++i) {
       const int row = (tid >> 4) + (NT / 16) * i;
-      const int64_t key = k0 + kk;
+      const int key = k0 + kk;
       double e = 0.0;
       if (key >= row_lo[row] && key < row_hi[row]) {
         e = exp(fmax(sr[i] - row_m[row], kExpArgFloor));
@@ -319,9 +320,9 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
   if (nst > 0) {
     load(kbeg);
     int bad = __syncthreads_or(store(0, kbeg));
-    for (int64_t st = 0; st < nst; ++st) {
-      const int buf = static_cast<int>(st & 1);
-      const int64_t k0 = kbeg + st * kBK;
+    for (int st = 0; st < nst; ++st) {
+      const int buf = st & 1;
+      const int k0 = kbeg + st * kBK;
       if (st + 1 < nst) load(k0 + kBK);
       if (!bad) {
         double a[4][4];
@@ -348,7 +349,7 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
 #pragma unroll
         for (int mi = 0; mi < 4; ++mi) {
           const int row = 32 * wm + 8 * mi + g4;
-          const int64_t lo = row_lo[row], hi = row_hi[row];
+          const int lo = row_lo[row], hi = row_hi[row];
 #pragma unroll
           for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
