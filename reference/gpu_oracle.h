@@ -48,7 +48,8 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<c
 // Σ of raw fp8 products × (q_descale·k_descale), not rounded), s = rd(s·scale) (fp8: rd to the
 // output dtype), softcap cap·tanh(s/cap) in fp32, mask, + ALiBi bias in fp32; softmax in fp32 with
 // the sink in the max and in ℓ (added after the keys); P rounded to the dtype (fp8: the output
-// dtype); P·V accumulated in fp32 (fp8: V × v_descale in fp32); O rounded to the output dtype.
+// dtype); P·V accumulated in fp32 (fp8: over the raw fp8 values, the sum times v_descale in
+// fp32); O rounded to the output dtype — verify/baseline.cpp's steps.
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const RowSet& rows);
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
 

@@ -52,7 +52,8 @@
 //   q_j = e_j / ℓ:                 |Δq_j| ≤ δ_qj·q_j, δ_qj = δ_j + δ_ℓ + 2U
 //   p_j = rd(q_j):                 |Δp_j| ≤ δ_qj·q_j + ulp_d(q_j) (a rounding boundary may lie between)
 //   acc = Σ p_j v_j (n sums):      |Δacc| ≤ Σ_j |Δp_j||v_jx|(1 + U) + (n + 1)·U·Σ_j q_j|v_jx|
-//   o = rd(acc):                   |Δo| ≤ |Δacc| + ulp_d(|o| + |Δacc|)
+//   fp8: a = acc·v_descale:        |Δa| ≤ v_descale·|Δacc|(1 + U) + ulp(|a| + v_descale·|Δacc|)
+//   o = rd(acc) (fp8: rd(a)):      |Δo| ≤ |Δacc| + ulp_d(|o| + |Δacc|)
 // ulp_d is one unit in the last place of the rounding dtype (bf16 2⁻⁷, f16 2⁻¹⁰, f32 2⁻²³
 // relative, with the subnormal floor). Where no exp or tanh differs the results are bitwise equal
 // (the tests print how often); NaN and Inf positions must match exactly.
@@ -299,10 +300,11 @@ inline void check_oracle(const Problem& p, const Inputs& in, const OracleResult&
 
 // ── The same-dtype baseline in scalar order ────────────────────────────────────────────────────
 // One row of the baseline's contract (gpu_oracle.h), one score at a time, keys in order, fp32:
-// the twin the GPU baseline is held to. verify/baseline.cpp runs its products through sgemm (its
-// own blocked summation order), so the one-ulp bound is stated against this twin: a different
-// summation order moves a score by O(γ_D·Σ|qk|) in fp32 and can flip its rounding to the dtype —
-// a different computation, not a GPU error.
+// the twin the GPU baseline is held to. verify/baseline.cpp takes the same steps in the same
+// order, but runs its products through sgemm (its own blocked summation order) and sums ℓ in
+// vector lanes, so the one-ulp bound is stated against this twin: a different summation order
+// moves a score by O(γ_D·Σ|qk|) in fp32 and can flip its rounding to the dtype — a different
+// computation, not a GPU error.
 struct BaselineRow {
   std::vector<float> t, tanh_t;  // final scores of the visible keys; with softcap, the tanh values
   float m = -INFINITY, l = 0;    // the max (sink included) and ℓ (sink's share included)
@@ -346,9 +348,10 @@ inline void baseline_row(const Problem& p, const RowRef& r, BaselineRow& st, flo
   for (int64_t j = 0; j < n; ++j) {
     const float pj = round_to(rd, std::exp(st.t[static_cast<size_t>(j)] - st.m) / st.l);
     const float* v = r.v + (r.lo + j) * dv;
-    for (int64_t x = 0; x < dv; ++x) acc[static_cast<size_t>(x)] += pj * (fp8 ? v[x] * vd : v[x]);
+    for (int64_t x = 0; x < dv; ++x) acc[static_cast<size_t>(x)] += pj * v[x];
   }
-  for (int64_t x = 0; x < dv; ++x) o[x] = round_to(rd, acc[static_cast<size_t>(x)]);
+  // fp8: the sum over the raw values times the V descale.
+  for (int64_t x = 0; x < dv; ++x) o[x] = round_to(rd, fp8 ? acc[static_cast<size_t>(x)] * vd : acc[static_cast<size_t>(x)]);
 }
 
 // O [rows.index(b, h, r, Hq)][Dv].
@@ -423,11 +426,13 @@ inline void check_baseline(const Problem& p, const Inputs& in, const RowSet& row
         const double qj = qw[J];
         if (!(qj > 0)) continue;
         const double dq = delta[J] + dl + 2 * U;
-        const double v = std::fabs(r.v[(r.lo + j) * dv + x] * static_cast<float>(r.dv));
+        const double v = std::fabs(r.v[(r.lo + j) * dv + x]);
         dacc += (dq * qj + (rd == DType::f32 ? 0 : ulp_of(rd, qj * (1 + dq)))) * v * (1 + U);
         A += qj * v;
       }
       dacc += static_cast<double>(n + 1) * U * A + static_cast<double>(n) * 0x1p-149;
+      // fp8: acc × v_descale rounded to fp32 — the difference scales, and the rounding may fall apart.
+      if (is_fp8(p.dtype)) dacc = r.dv * dacc * (1 + U) + ulp_of(DType::f32, std::fabs(c) + r.dv * dacc);
       const double bound = dacc + ulp_of(rd, std::fabs(c) + dacc);
       const double diff = std::fabs(g - c);
       if (!(diff <= bound))

@@ -272,8 +272,7 @@ __global__ void __launch_bounds__(256) baseline_pv_kernel(const float* __restric
     }
     int bad = 0;
     if (tid < VCH) {
-      float4 a = L::widen(vr);
-      if (g.p.fp8) a = make_float4(__fmul_rn(a.x, vd), __fmul_rn(a.y, vd), __fmul_rn(a.z, vd), __fmul_rn(a.w, vd));
+      const float4 a = L::widen(vr);
       bad = !all_finite(a);
       *reinterpret_cast<float4*>(&Vs[buf][vkey][4 * vcc]) = a;
     }
@@ -333,7 +332,8 @@ __global__ void __launch_bounds__(256) baseline_pv_kernel(const float* __restric
 #pragma unroll
     for (int j = 0; j < TC; ++j) {
       const int64_t col = c0 + col_of(j);
-      if (col < g.p.dv) orow[col] = round_to(rd, acc[i][j]);
+      // fp8: Σ p·v over the raw fp8 values, times the V descale in fp32 (verify/baseline.cpp's order).
+      if (col < g.p.dv) orow[col] = round_to(rd, g.p.fp8 ? __fmul_rn(acc[i][j], vd) : acc[i][j]);
     }
   }
 }
