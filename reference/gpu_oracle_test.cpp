@@ -225,45 +225,6 @@ ProblemSpace long_space() {
   return s;
 }
 
-// naive_attention, around one known defect of it (reported with the GPU oracle's variants; remove
-// this once fixed): a row whose window lies wholly past its sequence's used keys gets an empty
-// range [lo, lo) with lo > Skv from visible_range, and a row block of naive_attention holding such
-// a row widens its key span to that lo, so its GEMMs read K/V rows past the head's keys (the next
-// head's widened data): 0·Inf there turns the block's real rows NaN (e.g. "b=2 h=1 sq=40 skv=40
-// d=16 causal=top_left window=4,0 layout=bshd used=10,40" with an Inf in sequence 1's key 2 makes
-// sequence 0's row 0 NaN). Those rows see no key, so their result is the convention itself
-// (O = 0, LSE = −inf); the others are evaluated by naive_attention without them.
-OracleResult cpu_oracle(const Problem& p, const Inputs& in, const RowSet& rows) {
-  std::vector<std::vector<int64_t>> kept(static_cast<size_t>(p.batch));
-  bool any_dropped = false;
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t r : rows.rows_of(b)) {
-      const bool past = visible_range(p, b, r).lo > p.skv(b);
-      any_dropped |= past;
-      if (!past) kept[static_cast<size_t>(b)].push_back(r);
-    }
-  if (!any_dropped) return naive_attention(p, in, rows);
-  const RowSet sub = RowSet::per_sequence(p, kept);
-  const OracleResult part = naive_attention(p, in, sub);
-  OracleResult r;
-  r.rows = rows;
-  const int64_t dv = p.head_dim_v;
-  r.o.assign(static_cast<size_t>(rows.total() * p.heads_q * dv), 0.0);
-  r.lse.assign(static_cast<size_t>(rows.total() * p.heads_q), -INFINITY);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads_q; ++h) {
-      int64_t k = 0;
-      for (int64_t x = 0; x < rows.count(b); ++x) {
-        if (k >= sub.count(b) || sub.row(b, k) != rows.row(b, x)) continue;
-        const size_t to = static_cast<size_t>(rows.index(b, h, x, p.heads_q)), from = static_cast<size_t>(sub.index(b, h, k, p.heads_q));
-        std::copy_n(&part.o[from * static_cast<size_t>(dv)], dv, &r.o[to * static_cast<size_t>(dv)]);
-        r.lse[to] = part.lse[from];
-        ++k;
-      }
-    }
-  return r;
-}
-
 void print_agreement(const char* what, int done, const Agreement& a) {
   std::printf("%s: %d cases, %lld finite elements, %.3f%% bitwise equal, max |diff|/bound %.3g at %s (O alone %.3g)\n",
               what, done, static_cast<long long>(a.compared),
@@ -282,7 +243,7 @@ TEST(GpuOracleBound, HoldsAndIsNotVacuousForAReorderedCpuTwin) {
     for (int c = 0; c < (variants ? 60 : 100) && a.failure.empty(); ++c, ++done) {
       const TestCase t = variants ? draw_variant_case(seed + static_cast<uint64_t>(c), kTwinSpace)
                                   : draw_case(seed + static_cast<uint64_t>(c), small_space());
-      const OracleResult cpu = cpu_oracle(t.p, t.in, t.rows);
+      const OracleResult cpu = naive_attention(t.p, t.in, t.rows);
       check_oracle(t.p, t.in, cpu, reordered_twin(t.p, t.in, t.rows), 2 * kU, a);
       if (!a.failure.empty()) ADD_FAILURE() << t.what << ": " << a.failure;
     }
@@ -300,7 +261,7 @@ TEST(GpuOracle, FiniteRowsAgreeWithinTheDerivedBound) {
   const int total = cases(260, 30), small = total * 4 / 5;
   for (int c = 0; c < total && a.failure.empty(); ++c, ++done) {
     const TestCase t = draw_case(seed + static_cast<uint64_t>(c), c < small ? small_space() : long_space());
-    const OracleResult cpu = cpu_oracle(t.p, t.in, t.rows);
+    const OracleResult cpu = naive_attention(t.p, t.in, t.rows);
     const OracleResult gpu = naive_attention_gpu(t.p, t.in, t.rows);
     check_oracle(t.p, t.in, cpu, gpu, 2 * kU, a);
     if (!a.failure.empty()) ADD_FAILURE() << t.what << ": " << a.failure;
@@ -317,7 +278,7 @@ TEST(GpuOracle, VariantsAgreeWithinTheDerivedBound) {
   int done = 0;
   for (int c = 0; c < cases(300, 30) && a.failure.empty(); ++c, ++done) {
     const TestCase t = draw_variant_case(seed + static_cast<uint64_t>(c));
-    const OracleResult cpu = cpu_oracle(t.p, t.in, t.rows);
+    const OracleResult cpu = naive_attention(t.p, t.in, t.rows);
     const OracleResult gpu = naive_attention_gpu(t.p, t.in, t.rows);
     check_oracle(t.p, t.in, cpu, gpu, 2 * kU, a);
     if (!a.failure.empty()) ADD_FAILURE() << t.what << ": " << a.failure;
@@ -439,7 +400,7 @@ TEST(GpuOracle, WorkFollowsTheVisibleKeys) {
   EXPECT_LE(blocks, H * (S / 64) * ((W + 64 + 63) / 64 + 1));
   EXPECT_LT(blocks * 4, H * (S / 64) * (S / 64 + 1) / 2) << "no cheaper than a quarter of dense causal";
   Agreement a;
-  check_oracle(p, in, cpu_oracle(p, in, RowSet::all(p)), gpu, 2 * kU, a);
+  check_oracle(p, in, naive_attention(p, in, RowSet::all(p)), gpu, 2 * kU, a);
   EXPECT_TRUE(a.failure.empty()) << a.failure;
   (void)dtype_baseline_gpu(p, in);
   const int64_t blocks_b = gpu_oracle_detail::last_timing().score_blocks;
