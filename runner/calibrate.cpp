@@ -23,7 +23,7 @@ void calibrate(int64_t cases, uint64_t seed, std::ostream& out) {
     // boundary-aware, hostile-heavy draw is held to the same policy by the checker properties.
     space.boundary_aware = false;
     std::map<std::string, std::vector<double>> m;
-    int64_t false_failures = 0;
+    int64_t false_failures = 0, truncating = 0, truncating_failed = 0, truncating_by_bias = 0;
     for (int64_t c = 0; c < cases; ++c) {
       const Case cs = gen_case(space)(rc::Random(seed * 1000003 + static_cast<uint64_t>(c)), 50).value();
       const Problem& p = cs.problem;
@@ -58,6 +58,12 @@ void calibrate(int64_t cases, uint64_t seed, std::ostream& out) {
         const ReplicaResult t = replica_attention(p, in, trunc);
         m["|rounding_bias| truncating"].push_back(
             std::fabs(verify_output(p, ref, KernelResult{t.o, t.lse}, CheckOptions{loose}).rounding_bias));
+        // And what the policy says of it: rounding_bias judges only with enough independent evidence.
+        const Report tr = verify_output(p, ref, KernelResult{t.o, t.lse}, CheckOptions{tolerance_for(d)});
+        const std::vector<std::string> f = tr.failed();
+        ++truncating;
+        truncating_failed += !f.empty();
+        truncating_by_bias += std::find(f.begin(), f.end(), "rounding_bias") != f.end();
       }
       double lse_scaled = 0;  // |Δlse| / max(1, |lse|): absolute for small LSE, relative for huge
       for (size_t i = 0; i < rep.lse.size(); ++i)
@@ -78,11 +84,14 @@ void calibrate(int64_t cases, uint64_t seed, std::ostream& out) {
     }
     out << "dtype " << to_string(d) << " (" << cases << " cases): the policy failed " << false_failures
         << " correct runs\n";
+    if (truncating)
+      out << "  truncating runs failed by the policy: " << truncating_failed << " of " << truncating << " (by rounding_bias: "
+          << truncating_by_bias << ")\n";
     for (auto& [name, v] : m) {
       std::sort(v.begin(), v.end());
       auto q = [&](double f) { return v[std::min(v.size() - 1, static_cast<size_t>(f * static_cast<double>(v.size())))]; };
       if (name == "|rounding_bias| truncating")
-        out << "  truncating runs failed by the rounding_bias limit " << tolerance_for(d).max_rounding_bias << ": "
+        out << "  truncating runs whose |rounding_bias| exceeds the limit " << tolerance_for(d).max_rounding_bias << " (judged or not): "
             << std::count_if(v.begin(), v.end(), [&](double x) { return x > tolerance_for(d).max_rounding_bias; }) << " of "
             << v.size() << "\n";
       out << "  " << name << ": min " << v.front() << "  median " << q(0.5) << "  p99 " << q(0.99) << "  max " << v.back() << "\n";

@@ -13,11 +13,46 @@
 namespace flashcheck {
 
 struct Criterion {
+  // Which way the limit goes: most values may be at most their limit, cosine at least, a signed
+  // mean (rounding_bias) at most in magnitude.
+  enum class Bound : uint8_t { at_most, at_least, magnitude_at_most };
+  // Whether the limit decides the verdict. reported_only: measured and shown, but not held to the
+  // limit (a dtype without the rule, too little independent evidence, an overflowed baseline).
+  // not_computed: there was nothing to measure (every element unwritten or NaN): no value at all.
+  enum class Role : uint8_t { judged, reported_only, not_computed };
   std::string name;
   bool pass = true;
   double value = 0, limit = 0;
   std::string detail;
+  Bound bound = Bound::at_most;
+  Role role = Role::judged;
 };
+
+// How a criterion is shown, the same way in text, JSON, HTML and the campaign summary: these are
+// the only place its status word and its comparison with the limit are made.
+enum class CriterionStatus {
+  ok,                         // judged, within its limit
+  fail,                       // failed the verdict
+  reported_only,              // not judged, within the limit it reports
+  over_limit_reported_only,   // not judged, past the limit it reports
+  over_limit,                 // judged and passing yet past its limit: a malformed criterion, never "ok"
+  not_computed,               // nothing was measured
+};
+CriterionStatus status_of(const Criterion& c);
+// "ok", "FAIL", "reported only", "over limit (reported only)", "over limit", "n/a".
+const char* status_text(CriterionStatus s);
+// The value lies on the allowed side of the limit (NaN never does).
+bool within_limit(const Criterion& c);
+// Value and limit with the relation that actually holds between them, reading naturally:
+// "0.99991 ≥ 0.9999", "0.002 ≤ 0.018", "0.5 > 0.3", "|-0.381| > 0.3"; not computed:
+// "n/a (limit ≥ 0.9999)". `precision` significant digits.
+std::string comparison_text(const Criterion& c, int precision = 6);
+// "≤ 0.018", "≥ 0.9999", "|x| ≤ 0.3": the limit with its direction.
+std::string limit_text(const Criterion& c, int precision = 6);
+// The share of its limit a criterion used, 1 at the edge: value/limit (|value|/limit), and
+// (1 − value)/(1 − limit) for cosine-like "at least" limits below 1; a count held to 0 uses 0
+// when it is 0 and +inf otherwise, a NaN value +inf. NaN when not computed.
+double limit_used(const Criterion& c);
 
 struct Location {
   int64_t b = 0, h = 0, row = 0, col = 0;
