@@ -135,6 +135,13 @@ std::string summary_note(const VariantSummary& s) {
   return note;
 }
 
+// s left-aligned in `width` terminal columns: printf's %-30s counts bytes, and "≤" is three.
+std::string pad_columns(const std::string& s, size_t width) {
+  size_t columns = 0;
+  for (unsigned char ch : s) columns += (ch & 0xC0) != 0x80;  // a UTF-8 continuation byte adds no column
+  return columns >= width ? s : s + std::string(width - columns, ' ');
+}
+
 }  // namespace
 
 void add_run(CLI::App& app, Action& action) {
@@ -266,9 +273,9 @@ void add_run(CLI::App& app, Action& action) {
         any_tested |= (s.passed + s.failed) > 0;
         // How close the judged cases came to failing, never a number over cases nobody judged.
         const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
-        std::printf("%-22s %7lld %7lld %7lld %7lld  %-30s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
+        std::printf("%-22s %7lld %7lld %7lld %7lld  %s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
                     static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
-                    tight.c_str(), summary_note(s).c_str());
+                    pad_columns(tight, 30).c_str(), summary_note(s).c_str());
       }
       for (auto& s : all) {
         // Why cases were skipped, most frequent first: a campaign that skipped everything must
@@ -283,7 +290,10 @@ void add_run(CLI::App& app, Action& action) {
       for (auto& s : all)
         for (auto& r : s.repro) std::printf("reproduce: %s\n", r.c_str());
       if (!o->html.empty()) {
-        write_failure_pages(all, o->html);
+        std::string title = "flashcheck run --seed " + std::to_string(o->c.seed) + " --cases " + std::to_string(o->c.cases);
+        if (o->c.shard_count > 1) title += " --shard " + o->shard;
+        if (o->kernel != "all") title += " --kernel " + o->kernel;
+        write_failure_pages(all, o->html, title);
       }
       if (!o->json.empty()) {
         nlohmann::json j;
@@ -303,7 +313,7 @@ void add_run(CLI::App& app, Action& action) {
           if (s.not_run) v["not_run"] = s.not_run;
           if (s.tightest)
             v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
-                             {"limit", s.tightest->limit}, {"case", s.tightest->case_index},
+                             {"limit", s.tightest->limit}, {"case", s.tightest->case_index}, {"text", to_text(*s.tightest)},
                              {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
           for (auto& f : s.failures) v["failures"].push_back(to_json(f.report));
           j["variants"].push_back(v);

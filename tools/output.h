@@ -14,6 +14,7 @@
 #include "runner/campaign.h"
 #include "runner/harness.h"
 #include "verify/judge.h"
+#include "verify/overview_html.h"
 #include "verify/report_html.h"
 
 namespace flashcheck::cli {
@@ -64,11 +65,44 @@ inline std::filesystem::path write_case_html(const CaseOutcome& failed, const st
   return path;
 }
 
-// `run --html DIR`: a page per kept (shrunk) failure, DIR/<kernel>_<i>.html.
-inline void write_failure_pages(const std::vector<VariantSummary>& all, const std::filesystem::path& dir) {
-  for (const VariantSummary& s : all)
-    for (size_t i = 0; i < s.failures.size(); ++i)
-      write_case_html(s.failures[i], dir / (s.name + "_" + std::to_string(i) + ".html"));
+// `run --html DIR`: a page per kept (shrunk) failure, DIR/<kernel>_<i>.html, and DIR/index.html,
+// the campaign's overview (per kernel: counts, coverage of the drawn space, failures with their
+// reproduce lines and links to their pages).
+inline void write_failure_pages(const std::vector<VariantSummary>& all, const std::filesystem::path& dir,
+                                const std::string& title) {
+  std::filesystem::create_directories(dir);
+  CampaignOverview overview;
+  overview.title = title;
+  for (const VariantSummary& s : all) {
+    KernelOverview k;
+    k.name = s.name;
+    k.unavailable = s.unavailable;
+    k.cases = s.cases;
+    k.passed = s.passed;
+    k.failed = s.failed;
+    k.skipped = s.skipped;
+    k.not_run = s.not_run;
+    k.closest = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "";
+    k.failed_by = s.failed_by;
+    k.skipped_by = s.skipped_by;
+    k.coverage = s.coverage;
+    for (size_t i = 0; i < s.failures.size(); ++i) {
+      const CaseOutcome& f = s.failures[i];
+      const std::string page = s.name + "_" + std::to_string(i) + ".html";
+      write_case_html(f, dir / page);
+      KernelOverview::Failure kf;
+      kf.problem = to_string(f.c.problem) + " dist=" + std::string(to_string(f.c.dist));
+      for (const Criterion& c : f.report.criteria)
+        if (!c.pass) kf.failed.push_back(c);
+      kf.reproduce = i < s.repro.size() ? s.repro[i] : std::string();
+      kf.page = page;
+      kf.output_judged = f.judged();
+      k.failures.push_back(std::move(kf));
+    }
+    overview.kernels.push_back(std::move(k));
+  }
+  write_overview_html(overview, dir / "index.html");
+  std::cerr << "html overview: " << (dir / "index.html").string() << "\n";
 }
 
 }  // namespace flashcheck::cli
