@@ -225,7 +225,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   DistinctPairs evidence;
 #pragma omp parallel
   {
-  DistinctPairs mine;
+  DistinctPairs mine;  // per thread, merged once at the end: the kept set is the same however the chunks fell
 #pragma omp for schedule(dynamic, 4)
   for (int64_t c = 0; c < n_chunks; ++c) {
     Partial& a = parts[static_cast<size_t>(c)];
@@ -416,6 +416,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   // by the value (|o| too small everywhere), rounding toward -inf or +inf in the plain one (a
   // signed-by-value mean cancels it when half the outputs are negative).
   r.rounding_bias = ev.bias;
+  r.distinct_pairs = ev.distinct;
   const bool bias_judged = tol.max_rounding_bias < 1.0 && enough;
   add("rounding_bias", value_role(bias_judged), Bound::magnitude_at_most, ev.bias, tol.max_rounding_bias, true,
       nothing_compared                ? none_compared

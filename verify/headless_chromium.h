@@ -1,8 +1,10 @@
-// For tests: a page rendered by a real headless chromium, and what the tests read back from its
-// DOM (the <html> element's attributes, the rows of a table). Header-only, test code only.
+// For tests: a page rendered by a real headless chromium, what the tests read back from its DOM
+// (the <html> element's attributes, the rows of a table) and how a verdict row is read. Test code only.
 #pragma once
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -90,6 +92,35 @@ inline std::vector<DomRow> rows_with(const std::string& dom, const std::string& 
     out.push_back(std::move(r));
   }
   return out;
+}
+
+// Reads a rendered verdict row as a reader would: the status word, and the relation the page
+// prints between value and limit. The relation must be true of the printed numbers, and "ok" may
+// only stand beside a value within its limit; a value past it is FAIL or "over limit".
+inline void expect_honest_row(const DomRow& row) {
+  ASSERT_GE(row.cells.size(), 3u);
+  const std::string& st = row.cells[0];
+  const std::string& cmp = row.cells[2];
+  SCOPED_TRACE(row.attrs.at("data-criterion") + ": " + st + " | " + cmp);
+  EXPECT_EQ(st, row.attrs.at("data-status"));
+  if (st == "n/a") {
+    EXPECT_EQ(cmp.rfind("n/a", 0), 0u);
+    return;
+  }
+  std::smatch m;
+  static const std::regex rel("^(\\|?)([-+0-9.einfa]+)\\|? (\u2264|\u2265|<|>) ([-+0-9.einfa]+)$");
+  if (!std::regex_match(cmp, m, rel)) {
+    EXPECT_NE(st, "ok") << "no readable comparison beside ok";
+    return;
+  }
+  const double v0 = std::strtod(m[2].str().c_str(), nullptr), limit = std::strtod(m[4].str().c_str(), nullptr);
+  const double v = m[1].length() ? std::fabs(v0) : v0;
+  const std::string op = m[3];
+  const bool holds = op == "\u2264" ? v <= limit : op == "\u2265" ? v >= limit : op == "<" ? v < limit : v > limit;
+  EXPECT_TRUE(holds) << "the printed relation is false of the printed numbers";
+  const bool within = op == "\u2264" || op == "\u2265";
+  if (st == "ok") EXPECT_TRUE(within) << "ok beside a value past its limit";
+  if (!within) EXPECT_TRUE(st == "FAIL" || st == "over limit (reported only)" || st == "over limit") << st;
 }
 
 }  // namespace flashcheck::testing

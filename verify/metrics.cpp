@@ -104,24 +104,15 @@ float round_nearest_even(DType d, double x) {
 }
 
 namespace {
-uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: every input bit moves every output bit
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 auto key(const DistinctPairs::Pair& p) {
   return std::tuple(p.hash, std::bit_cast<uint32_t>(p.kernel), std::bit_cast<uint64_t>(p.oracle));
 }
 }  // namespace
 
-void DistinctPairs::add(float kernel, double oracle) {
-  const uint64_t h = mix64(std::bit_cast<uint64_t>(oracle) ^ mix64(std::bit_cast<uint32_t>(kernel) + 0x9E3779B97F4A7C15ULL));
-  if (h > threshold_) {  // at least kCapacity kept pairs hash lower: never among them
-    dropped_ = true;
-    return;
-  }
+void DistinctPairs::insert(uint64_t h, float kernel, double oracle) {
+  // A row of one repeated value (constant rows) arrives as a run of one pair: kept once here, it
+  // does not fill the buffer and force compactions.
+  if (!items_.empty() && items_.back().hash == h && key(items_.back()) == key({h, oracle, kernel})) return;
   items_.push_back({h, oracle, kernel});
   if (items_.size() >= 2 * kCapacity) compact();
 }
@@ -133,7 +124,7 @@ void DistinctPairs::merge(const DistinctPairs& other) {
 }
 
 void DistinctPairs::compact() {
-  std::sort(items_.begin(), items_.end(), [](const Pair& a, const Pair& b) { return key(a) < key(b); });
+  std::sort(items_.begin(), items_.end(), [](const Pair& a, const Pair& b) { return a.hash != b.hash ? a.hash < b.hash : key(a) < key(b); });
   items_.erase(std::unique(items_.begin(), items_.end(), [](const Pair& a, const Pair& b) { return key(a) == key(b); }),
                items_.end());
   if (items_.size() >= kCapacity) {

@@ -1,5 +1,6 @@
 // Element-wise metrics between a kernel's output and the oracle, in the units kernels are judged by.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -49,9 +50,18 @@ class DistinctPairs {
     double oracle;
     float kernel;
   };
-  static constexpr size_t kCapacity = size_t{1} << 16;
+  static constexpr size_t kCapacity = size_t{1} << 14;
 
-  void add(float kernel, double oracle);
+  // Inline: called once per significant output element, and past the first pairs nearly every
+  // call ends at the threshold test.
+  void add(float kernel, double oracle) {
+    const uint64_t h = hash(kernel, oracle);
+    if (h > threshold_) {  // at least kCapacity kept pairs hash lower: never among them
+      dropped_ = true;
+      return;
+    }
+    insert(h, kernel, oracle);
+  }
   void merge(const DistinctPairs& other);
   // The kept pairs, ordered by hash (then by their bits).
   const std::vector<Pair>& pairs();
@@ -61,6 +71,17 @@ class DistinctPairs {
   double distinct();
 
  private:
+  static uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: every input bit moves every output bit
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+  }
+  static uint64_t hash(float kernel, double oracle) {
+    return mix64(std::bit_cast<uint64_t>(oracle) ^ mix64(std::bit_cast<uint32_t>(kernel) + 0x9E3779B97F4A7C15ULL));
+  }
+  void insert(uint64_t h, float kernel, double oracle);
   void compact();
   std::vector<Pair> items_;
   uint64_t threshold_ = std::numeric_limits<uint64_t>::max();  // a pair hashing above it cannot be kept

@@ -91,8 +91,8 @@ TEST(DistinctPairs, EstimatesTheCountPastItsCapacity) {
   for (uint64_t i = 0; i < n; ++i) s.add(static_cast<float>(i), rng.uniform(i));
   EXPECT_FALSE(s.exact());
   EXPECT_EQ(s.pairs().size(), DistinctPairs::kCapacity);
-  // The K-minimum-values estimate's relative standard error is 1/sqrt(K - 2) (0.4% here).
-  EXPECT_NEAR(s.distinct() / static_cast<double>(n), 1.0, 0.03);
+  // The K-minimum-values estimate's relative standard error is 1/sqrt(K - 2) (0.8% here): 6 of them.
+  EXPECT_NEAR(s.distinct() / static_cast<double>(n), 1.0, 0.05);
 }
 
 // The rounding figures over the distinct pairs: a one-sided error shows at full size whatever its

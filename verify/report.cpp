@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "verify/metrics.h"
@@ -60,11 +61,16 @@ std::string number(double x, int precision) {
   return os.str();
 }
 
-// Value and limit printed apart: at a few digits 0.99991 and 0.9999 both print as 1, and
-// "1 < 1" would be no answer. Digits are added until two different numbers print differently.
+// Value and limit printed so that their difference shows: at 3 digits 0.99995 against 0.9999
+// prints as "1 ≥ 1" or "1 ≥ 0.9999", true and useless. Digits are added until each printed
+// number lies within a tenth of the gap between the two (or is exact).
 std::pair<std::string, std::string> distinct_numbers(double a, double b, int precision) {
+  const double gap = std::fabs(a - b) / 10;
+  auto close = [&](const std::string& s, double x) {
+    return !std::isfinite(x) || std::fabs(std::strtod(s.c_str(), nullptr) - x) <= gap;
+  };
   std::string x = number(a, precision), y = number(b, precision);
-  for (int p = precision + 1; x == y && a != b && p <= 17; ++p) x = number(a, p), y = number(b, p);
+  for (int p = precision + 1; (!close(x, a) || !close(y, b)) && p <= 17; ++p) x = number(a, p), y = number(b, p);
   return {x, y};
 }
 
@@ -184,6 +190,7 @@ nlohmann::json to_json(const Report& r) {
                   {"ulp_mean", measured(num(r.ulp_mean))},
                   {"ulp_over_n", r.ulp_over_n},
                   {"rounding_bias", measured(num(r.rounding_bias))},
+                  {"distinct_pairs", r.distinct_pairs},
                   {"compared", r.compared},
                   {"elements", r.elements},
                   {"nan_mismatches", r.nan_mismatches},

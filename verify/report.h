@@ -114,7 +114,10 @@ struct Report {
   double cosine = 1, rel_l2 = 0, max_abs = 0, baseline_max_abs = 0;
   uint64_t ulp_max = 0;
   double ulp_mean = 0;
-  double rounding_bias = 0;  // mean signed error in output ULPs over significant elements
+  double rounding_bias = 0;  // mean signed error in output ULPs over distinct pairs of significant elements
+  // Distinct (kernel, oracle) pairs among the significant elements: the evidence the rounding
+  // criteria rest on (estimated past DistinctPairs::kCapacity, 16,384).
+  double distinct_pairs = 0;
   // Elements the value metrics (cosine, rel_l2, baseline, ULP) were computed over: finite in both,
   // written, in rows that see a key. 0 means those metrics describe nothing.
   int64_t compared = 0;

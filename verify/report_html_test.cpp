@@ -148,35 +148,6 @@ TEST(ReportHtml, AScriptErrorIsCaughtByTheBrowserCheck) {
   EXPECT_FALSE(attrs->count("data-drawn"));
 }
 
-// Reads a rendered verdict row as a reader would: the status word, and the relation the page
-// prints between value and limit. The relation must be true of the printed numbers, and "ok" may
-// only stand beside a value within its limit; a value past it is FAIL or "over limit".
-void expect_honest_row(const flashcheck::testing::DomRow& row) {
-  ASSERT_GE(row.cells.size(), 3u);
-  const std::string& st = row.cells[0];
-  const std::string& cmp = row.cells[2];
-  SCOPED_TRACE(row.attrs.at("data-criterion") + ": " + st + " | " + cmp);
-  EXPECT_EQ(st, row.attrs.at("data-status"));
-  if (st == "n/a") {
-    EXPECT_EQ(cmp.rfind("n/a", 0), 0u);
-    return;
-  }
-  std::smatch m;
-  static const std::regex rel("^(\\|?)([-+0-9.einfa]+)\\|? (\u2264|\u2265|<|>) ([-+0-9.einfa]+)$");
-  if (!std::regex_match(cmp, m, rel)) {
-    EXPECT_NE(st, "ok") << "no readable comparison beside ok";
-    return;
-  }
-  const double v0 = std::strtod(m[2].str().c_str(), nullptr), limit = std::strtod(m[4].str().c_str(), nullptr);
-  const double v = m[1].length() ? std::fabs(v0) : v0;
-  const std::string op = m[3];
-  const bool holds = op == "\u2264" ? v <= limit : op == "\u2265" ? v >= limit : op == "<" ? v < limit : v > limit;
-  EXPECT_TRUE(holds) << "the printed relation is false of the printed numbers";
-  const bool within = op == "\u2264" || op == "\u2265";
-  if (st == "ok") EXPECT_TRUE(within) << "ok beside a value past its limit";
-  if (!within) EXPECT_TRUE(st == "FAIL" || st == "over limit (reported only)" || st == "over limit") << st;
-}
-
 const flashcheck::testing::DomRow* row_of(const std::vector<flashcheck::testing::DomRow>& rows, const std::string& name) {
   for (const auto& r : rows)
     if (r.attrs.at("data-criterion") == name) return &r;
@@ -227,7 +198,7 @@ TEST(ReportHtml, TheRenderedVerdictNeverSaysOkPastALimit) {
     EXPECT_EQ(flashcheck::testing::html_attributes(*dom).count("data-script-error"), 0u);
     const auto rows = flashcheck::testing::rows_with(*dom, "data-criterion");
     ASSERT_EQ(rows.size(), pg.r.criteria.size());
-    for (const auto& row : rows) expect_honest_row(row);
+    for (const auto& row : rows) flashcheck::testing::expect_honest_row(row);
     if (pg.tag == "unwritten") {
       for (const char* name : {"cosine", "rel_l2", "baseline_relative", "ulp", "rounding_bias"}) {
         ASSERT_TRUE(row_of(rows, name)) << name;
@@ -266,7 +237,7 @@ TEST(ReportHtml, TheDomCheckCatchesAnOkPastItsLimit) {
     ::testing::TestPartResultArray failures;
     {
       ::testing::ScopedFakeTestPartResultReporter reporter(::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
-      expect_honest_row(row);
+      flashcheck::testing::expect_honest_row(row);
     }
     caught |= failures.size() > 0;
   }

@@ -58,9 +58,12 @@ TEST(CriterionStatus, ComparisonsReadNaturally) {
   EXPECT_EQ(comparison_text({"rel_l2", true, 0.002, 0.018, ""}), "0.002 \u2264 0.018");
   EXPECT_EQ(comparison_text({"rounding_bias", false, -0.381, 0.3, "", Bound::magnitude_at_most}), "|-0.381| > 0.3");
   EXPECT_EQ(comparison_text({"cosine", true, 0.5, 0.9999, "", Bound::at_least, Role::not_computed}), "n/a (limit \u2265 0.9999)");
-  // Few digits would print both as 1: digits are added until they differ.
+  // Few digits would print 1 for both, or for one: digits are added until the gap shows.
   EXPECT_EQ(comparison_text({"cosine", true, 0.99991, 0.9999, "", Bound::at_least}, 3), "0.99991 \u2265 0.9999");
+  EXPECT_EQ(comparison_text({"cosine", true, 0.99995, 0.9999, "", Bound::at_least}, 3), "0.99995 \u2265 0.9999");
   EXPECT_EQ(comparison_text({"cosine", false, 0.99989, 0.9999, "", Bound::at_least}, 3), "0.99989 < 0.9999");
+  EXPECT_EQ(comparison_text({"rel_l2", true, 0.00211, 0.018, ""}, 3), "0.00211 \u2264 0.018");
+  EXPECT_EQ(comparison_text({"unwritten", true, 0, 0, ""}, 3), "0 \u2264 0");
 }
 
 // Judged outputs that show each status for real.
