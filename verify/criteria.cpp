@@ -394,21 +394,21 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   // independent evidence: identical rows, query heads sharing a KV head and q, constant rows repeat
   // one (kernel, oracle) pair hundreds of times, and the mean of 8 rounding errors copied 256
   // times each is noise however many elements carry it (issue 21: constant rows, Sq = 1, GQA).
-  // So each distinct pair counts once, and the rules apply with kMinIndependent distinct pairs.
-  constexpr double kMinIndependent = 1024;
+  // So each distinct pair counts once, and the rules apply with kMinDistinctPairs* (criteria.h) of them.
   RoundingEvidence ev = rounding_evidence(p.dtype, evidence, tol.ulp_n);
-  const bool enough = ev.distinct >= kMinIndependent;
+  auto too_few = [](int64_t floor) { return " (< " + std::to_string(floor) + ")"; };
   auto evidence_text = [&] {
     char buf[160];
     std::snprintf(buf, sizeof buf, "%.0f distinct (kernel, oracle) pairs among %lld significant elements", ev.distinct,
                   static_cast<long long>(significant));
     return std::string(buf);
   };
-  const bool ulp_judged = tol.ulp_max_frac < 1.0 && enough;
+  const bool enough_for_ulp = ev.distinct >= static_cast<double>(kMinDistinctPairsUlp);
+  const bool ulp_judged = tol.ulp_max_frac < 1.0 && enough_for_ulp;
   add("ulp", value_role(ulp_judged), Bound::at_most, ev.frac_over_n, tol.ulp_max_frac, true,
       nothing_compared             ? none_compared
       : tol.ulp_max_frac >= 1.0    ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
-      : !enough                    ? "reported only: " + evidence_text() + " (< 1024)"
+      : !enough_for_ulp            ? "reported only: " + evidence_text() + too_few(kMinDistinctPairsUlp)
                                    : "share of distinct (kernel, oracle) pairs of significant elements (|r| >= max|r|/16) more than " +
                                          std::to_string(tol.ulp_n) + " ULP from the rounded oracle; " + evidence_text());
 
@@ -417,11 +417,12 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   // signed-by-value mean cancels it when half the outputs are negative).
   r.rounding_bias = ev.bias;
   r.distinct_pairs = ev.distinct;
-  const bool bias_judged = tol.max_rounding_bias < 1.0 && enough;
+  const bool enough_for_bias = ev.distinct >= static_cast<double>(kMinDistinctPairsBias);
+  const bool bias_judged = tol.max_rounding_bias < 1.0 && enough_for_bias;
   add("rounding_bias", value_role(bias_judged), Bound::magnitude_at_most, ev.bias, tol.max_rounding_bias, true,
       nothing_compared                ? none_compared
       : tol.max_rounding_bias >= 1.0  ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
-      : !enough                       ? "reported only: " + evidence_text() + " (< 1024)"
+      : !enough_for_bias              ? "reported only: " + evidence_text() + too_few(kMinDistinctPairsBias)
                                       : "mean signed error in output ULPs over distinct (kernel, oracle) pairs of significant "
                                         "elements (plain, or signed by the value: the larger); " + evidence_text());
 

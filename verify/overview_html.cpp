@@ -18,7 +18,7 @@ table { border-collapse: collapse; margin: 4px 0 10px; } td, th { border: 1px so
 td.n { font-family: ui-monospace, monospace; text-align: right; }
 tr.gap td { background: #fff8e1; } tr.bad td { background: #fff0f0; }
 pre { background: #f6f8fa; padding: 4px 6px; margin: 0; white-space: pre-wrap; word-break: break-all; }
-.axes { display: flex; flex-wrap: wrap; gap: 16px; } .note { color: #666; }
+.axes { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; } .note { color: #666; }
 )CSS";
 
 std::string esc(const std::string& s) { return html_escape(s); }
