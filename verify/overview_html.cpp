@@ -106,8 +106,9 @@ void failures_section(std::ostringstream& h, const KernelOverview& k) {
     h << "<p>Failed cases by criterion: " << esc(join(by, ", ")) << ".</p>\n";
   }
   if (k.failures.empty()) return;
-  h << "<h3>Failures (shrunk" << (static_cast<int64_t>(k.failures.size()) < k.failed ? ", the first " + std::to_string(k.failures.size()) + " kept" : std::string())
-    << ")</h3>\n<table class=\"failures\"><tr><th>#</th><th>case</th><th>failed criteria</th><th>reproduce</th><th>page</th></tr>\n";
+  h << "<h3>Failures"
+    << (static_cast<int64_t>(k.failures.size()) < k.failed ? " (the first " + std::to_string(k.failures.size()) + " kept)" : std::string())
+    << "</h3>\n<table class=\"failures\"><tr><th>#</th><th>case</th><th>failed criteria</th><th>reproduce</th><th>page</th></tr>\n";
   for (size_t i = 0; i < k.failures.size(); ++i) {
     const KernelOverview::Failure& f = k.failures[i];
     h << "<tr class=\"bad\"><td class=\"n\">" << i << "</td><td>" << esc(f.problem) << "</td><td>";
