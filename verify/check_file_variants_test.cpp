@@ -296,6 +296,8 @@ TEST(CheckFileVariants, UnusedPageReadFails) {
   EXPECT_TRUE(check(f).pass());
 }
 
+void expect_refused(SafetensorsFile f, const std::string& fragment, const std::string& what);
+
 // ---------------------------------------------------------------------------------------------
 // Padding and unused keys: never inputs, never judged as output rows, checked untouched.
 
@@ -306,6 +308,14 @@ TEST(CheckFileVariants, NaNInPaddingAndUnusedKeysIsNotRefused) {
     const Inputs in = make_inputs(p, g(), Dist::normal);
     SafetensorsFile f = correct_file(p, in);
     EXPECT_TRUE(check(f).pass());
+    // A dense KV cache's cache_seqlens (FlashAttention's kvcache API) are the keys used: the same file.
+    SafetensorsFile cache = f;
+    cache.tensors["cache_seqlens"] = cache.tensors.at("seqused_k");
+    cache.tensors.erase("seqused_k");
+    SafetensorsFile read = cache;  // reading releases the payloads it widens
+    EXPECT_EQ(read_check_case(read, false).problem, p);
+    cache.tensors["seqused_k"] = cache.tensors.at("cache_seqlens");
+    expect_refused(cache, "'seqused_k' and 'cache_seqlens' both", "both lengths");
     StTensor& k = f.tensors.at("k");  // [B, S, H, D]: batch 1, key 10 (used), head 1, column 3
     std::vector<float> x = k.to_f32("k");
     x[static_cast<size_t>(((1 * 30 + 10) * 2 + 1) * 16 + 3)] = NAN;
