@@ -127,10 +127,10 @@ void skip_the_known_oracle_bug(const Problem& p) { RC_PRE(!reads_past_the_keys(p
 RC_GTEST_PROP(Variants, AWindowThatBoundsNothingIsNoWindow, ()) {
   // Bounds at least as long as any sequence: every key stays visible, as with (−1, −1) — which is
   // how a problem line spells "no window" too.
-  int64_t wide = 0;
-  const Case c = *with(variant_space(), [&](Case& k) {
+  const Case c = *with(variant_space(), [](Case& k) {
     Problem& p = k.problem;
     p.window = {};
+    int64_t wide = 0;
     for (int64_t b = 0; b < p.batch; ++b) wide = std::max(wide, p.sq(b) + p.skv(b));
     const int64_t extra = *rc::gen::inRange<int64_t>(0, 1000);
     const int sides = *rc::gen::inRange(1, 4);  // left, right or both bounded
