@@ -326,10 +326,19 @@ TEST(Generators, PlainSpacesDrawTheCasesOfBefore) {
       {&mma, 42, 299,
        R"(--problem "b=1 hq=4 hkv=1 sq=127 skv=128 dqk=64 dv=64 causal=none dtype=f16" --dist constant_rows --input-seed 9494932321560592981)"},
   };
+  // fp8 output dtypes and descales declared without an fp8 dtype change nothing either.
+  ProblemSpace fp8_fields = generic;
+  fp8_fields.out_dtypes = {DType::bf16, DType::f16};
+  fp8_fields.descales = {Descale::none, Descale::head};
   for (const Pin& pin : pins) {
     std::ostringstream os;
     showValue(nth_case(*pin.space, pin.seed, pin.index), os);
     EXPECT_EQ(os.str(), pin.line) << "seed " << pin.seed << " index " << pin.index;
+    if (pin.space == &generic) {
+      std::ostringstream again;
+      showValue(nth_case(fp8_fields, pin.seed, pin.index), again);
+      EXPECT_EQ(again.str(), pin.line) << "out_dtypes/descales without fp8, seed " << pin.seed << " index " << pin.index;
+    }
   }
 }
 
