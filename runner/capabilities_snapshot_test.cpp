@@ -55,6 +55,23 @@ std::string snapshot_path() {
   return p && *p ? p : FLASHCHECK_CAPABILITIES_FILE;
 }
 
+// One field per line (a changed declaration is a one-line diff), kernels and fields sorted.
+std::string format_snapshot(const json& snap) {
+  std::string out = "{\n \"about\": " + snap["about"].dump() + ",\n \"kernels\": {";
+  bool first_kernel = true;
+  for (const auto& [name, caps] : snap["kernels"].items()) {
+    out += std::string(first_kernel ? "" : ",") + "\n  " + json(name).dump() + ": {";
+    bool first_field = true;
+    for (const auto& [field, value] : caps.items()) {
+      out += std::string(first_field ? "" : ",") + "\n   " + json(field).dump() + ": " + value.dump();
+      first_field = false;
+    }
+    out += "\n  }";
+    first_kernel = false;
+  }
+  return out + "\n }\n}\n";
+}
+
 json read_snapshot() {
   std::ifstream f(snapshot_path());
   if (!f) return json::object();
@@ -70,7 +87,7 @@ TEST(CapabilitiesSnapshot, EveryRegisteredKernelMatchesTheCheckedInDeclaration) 
         "Declared Capabilities of every built-in kernel (runner/capabilities_snapshot_test.cpp compares the "
         "kernels a build registers with this file). Enums are their values in gpu/kernel.h and reference/problem.h.";
     for (const auto& [name, caps] : now.items()) snap["kernels"][name] = caps;
-    std::ofstream(snapshot_path()) << snap.dump(1) << "\n";
+    std::ofstream(snapshot_path()) << format_snapshot(snap);
     GTEST_SKIP() << "rewrote " << now.size() << " entries of " << snapshot_path() << ": review the diff";
   }
   const json snap = read_snapshot();

@@ -710,10 +710,16 @@ def plan_build_tus(root, base, kernel_dir):
         entries = json.load(f)
     kd = os.path.realpath(os.path.join(root, kernel_dir)) + os.sep
     tus = []
+    seen = set()
     for e in entries:
         src = os.path.realpath(os.path.join(e["directory"], e["file"]))
         if src.startswith(kd):
             args = tu_args(e)
+            # A base configured with -DFLASHCHECK_PERTURB=ON compiles the kernel twice: the normal
+            # objects are the kernel's (--perturb adds the define to them itself).
+            if any(a.startswith("-DFLASHCHECK_PERTURB") for a in args) or src in seen:
+                continue
+            seen.add(src)
             out = e.get("output")
             if not out:
                 out = args[args.index("-o") + 1]
