@@ -69,19 +69,6 @@ bool failed(const Report& r, const std::string& criterion) {
 }
 std::string summary(const Report& r) { return to_text(r); }
 
-// A thd file may not judge until the criteria handle varlen batches (the lead's change to
-// verify/criteria.cpp): that one failure skips, any other fails.
-#define JUDGE_OR_SKIP(report_var, expr)                                                                   \
-  Report report_var;                                                                                      \
-  try {                                                                                                   \
-    report_var = (expr);                                                                                  \
-  } catch (const std::invalid_argument& e) {                                                              \
-    if (std::string(e.what()).find("differ in size") == std::string::npos) throw;                         \
-    GTEST_SKIP() << "varlen judging needs the criteria generalized for varlen batches (verify/criteria.cpp, " \
-                    "the lead's change): "                                                                \
-                 << e.what();                                                                             \
-  }
-
 Problem line(const std::string& s) { return parse_problem(s); }
 
 // A problem as a file states it: its page table is data (how it was drawn is not in the file), and
@@ -156,7 +143,7 @@ Shape sizes(std::mt19937_64& g) {
 void expect_passes(const Problem& p, std::mt19937_64& g, const CheckFileWriteOptions& w = {}) {
   SCOPED_TRACE(to_string(p));
   const Inputs in = make_inputs(p, g(), Dist::normal);
-  JUDGE_OR_SKIP(r, check(correct_file(p, in, w)));
+  const Report r = check(correct_file(p, in, w));
   EXPECT_TRUE(r.pass()) << summary(r);
   EXPECT_EQ(r.problem, as_read(p));
 }
@@ -337,7 +324,7 @@ TEST(CheckFileVariants, NaNInPaddingAndUnusedKeysIsNotRefused) {
     const CheckFileCase c = read_check_case(f, false);  // not refused
     EXPECT_EQ(c.inputs.q, in.q);
     SafetensorsFile again = correct_file(p, in, w);
-    JUDGE_OR_SKIP(r, check(again));
+    const Report r = check(again);
     EXPECT_TRUE(r.pass()) << summary(r);
   }
 }
@@ -373,7 +360,7 @@ TEST(CheckFileVariants, PaddingRowsAreCheckedUntouched) {
     const CheckFileCase c = read_check_case(copy, false);
     EXPECT_EQ(c.padding_written, n);
     EXPECT_TRUE(has_note(c, std::to_string(n) + " of " + std::to_string(5 * row) + " elements")) << c.notes.front();
-    JUDGE_OR_SKIP(r, check(f));
+    const Report r = check(f);
     EXPECT_TRUE(failed(r, "padding_written")) << summary(r);
   }
   {  // Never poisoned: not judged, and said so.
@@ -650,9 +637,6 @@ TEST(CheckFileVariants, RandomDamageIsJudgedOrRefused) {
       ++judged;
     } catch (const CannotTest&) {
       ++refused;
-    } catch (const std::invalid_argument& e) {
-      // Until varlen batches judge (the lead's criteria change), only that refusal may surface.
-      ASSERT_NE(std::string(e.what()).find("differ in size"), std::string::npos) << e.what();
     } catch (const std::exception& e) {
       FAIL() << "neither judged nor refused: " << e.what();
     }

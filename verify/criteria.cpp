@@ -48,6 +48,38 @@ bool is_flagged(MapFlag f) {
          f == MapFlag::outside_contenders;
 }
 
+// Where flat row g of a result over a RowSet lies (reference/rows.h: [b][h][r], sequence b's block
+// starting at first(b)·Hq): its sequence, query head and query row, and what that row sees. Dense
+// problems have every sequence alike; varlen batches and seqused_k give each its own rows and keys,
+// so whether a row is empty, and which KV tile holds its last key, is asked of its own sequence.
+class FlatRows {
+ public:
+  FlatRows(const Problem& p, const RowSet& rows) : p_(p), rows_(rows) {
+    start_.reserve(static_cast<size_t>(rows.batch()) + 1);
+    for (int64_t b = 0; b <= rows.batch(); ++b) start_.push_back(b < rows.batch() ? rows.first(b) * p.heads_q : rows.total() * p.heads_q);
+  }
+  int64_t total() const { return start_.back(); }
+  struct Place {
+    int64_t b, h, ri, row;
+    KeyRange keys;
+  };
+  Place at(int64_t g) const {
+    // The last sequence starting at or before g: sequences without rows share their start with
+    // the next, which holds g.
+    const auto it = std::upper_bound(start_.begin(), start_.end() - 1, g);
+    const int64_t b = static_cast<int64_t>(it - start_.begin()) - 1;
+    const int64_t local = g - start_[static_cast<size_t>(b)], n = rows_.count(b);
+    Place pl{b, local / n, local % n, rows_.row(b, local % n), {}};
+    pl.keys = visible_range(p_, b, pl.row);
+    return pl;
+  }
+
+ private:
+  const Problem& p_;
+  const RowSet& rows_;
+  std::vector<int64_t> start_;
+};
+
 // Each checked row's entry in Expected::unresolved, or null: built once, asked per row.
 class UnresolvedLookup {
  public:
@@ -80,88 +112,101 @@ MapFlag classify_unresolved(DType dt, float k, const Expected::UnresolvedRow& u,
 ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt,
                      const Report& r, double unit) {
   const OracleResult& oracle = ref.oracle;
-  const int64_t nr = oracle.num_rows(), dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
+  const FlatRows flat(p, oracle.rows);
+  const int64_t dv = p.head_dim_v, all_rows = flat.total();
   ErrorMaps m;
   m.unit = unit;
+  // The grid is per sequence's own rows and keys (a kernel tiles each sequence of a varlen batch
+  // from its start), so its extent is the longest sequence's.
+  int64_t max_sq = 0, max_skv = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    max_sq = std::max(max_sq, p.sq(b));
+    max_skv = std::max(max_skv, p.skv(b));
+  }
   // A grid past ~1M cells (tiny declared tiles on long sequences) says no more than a coarser one
   // and would bloat the page: tiles double until it fits.
   m.tile_q = std::max<int64_t>(opt.tile_q, 1);
   m.tile_kv = std::max<int64_t>(opt.tile_kv, 1);
-  auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  while (ceil_div(p.seq_q, m.tile_q) * ceil_div(p.seq_kv, m.tile_kv) > (int64_t{1} << 20)) {
-    if (ceil_div(p.seq_q, m.tile_q) >= ceil_div(p.seq_kv, m.tile_kv)) m.tile_q *= 2;
+  auto ceil_div = [](int64_t a, int64_t b) { return std::max<int64_t>((a + b - 1) / b, 1); };
+  while (ceil_div(max_sq, m.tile_q) * ceil_div(max_skv, m.tile_kv) > (int64_t{1} << 20)) {
+    if (ceil_div(max_sq, m.tile_q) >= ceil_div(max_skv, m.tile_kv)) m.tile_q *= 2;
     else m.tile_kv *= 2;
   }
-  m.q_tiles = ceil_div(p.seq_q, m.tile_q);
-  m.kv_tiles = ceil_div(p.seq_kv, m.tile_kv);
+  m.q_tiles = ceil_div(max_sq, m.tile_q);
+  m.kv_tiles = ceil_div(max_skv, m.tile_kv);
   m.tile_ratio.assign(static_cast<size_t>(m.q_tiles * m.kv_tiles), NAN);
   m.tile_flagged.assign(m.tile_ratio.size(), 0);
   if (r.worst) {
     m.head_b = r.worst->b;
     m.head_h = r.worst->h;
   }
-  const int64_t head_bh = m.head_b * p.heads_q + m.head_h;
-  m.rows.resize(static_cast<size_t>(nr));
-  for (int64_t ri = 0; ri < nr; ++ri) m.rows[static_cast<size_t>(ri)] = oracle.row_at(ri);
-  m.head_ratio.assign(static_cast<size_t>(nr * dv), NAN);
+  if (m.head_b >= oracle.rows.batch() || oracle.rows.count(m.head_b) == 0)  // a sequence without rows has no head to show
+    for (int64_t b = 0; b < oracle.rows.batch(); ++b)
+      if (oracle.rows.count(b) > 0) {
+        m.head_b = b;
+        m.head_h = 0;
+        break;
+      }
+  const int64_t head_n = m.head_b < oracle.rows.batch() ? oracle.rows.count(m.head_b) : 0;
+  for (int64_t ri = 0; ri < head_n; ++ri) m.rows.push_back(oracle.rows.row(m.head_b, ri));
+  m.head_ratio.assign(static_cast<size_t>(head_n * dv), NAN);
   m.head_flag.assign(m.head_ratio.size(), MapFlag::ok);
-  // The cell of a checked row: its q-tile and the KV tile of its last visible key (0 if it sees none).
-  std::vector<size_t> cell(static_cast<size_t>(nr));
-  std::vector<bool> empty(static_cast<size_t>(nr));
-  for (int64_t ri = 0; ri < nr; ++ri) {
-    const int64_t row = m.rows[static_cast<size_t>(ri)], n = visible_keys(p, row);
-    empty[static_cast<size_t>(ri)] = n == 0;
-    cell[static_cast<size_t>(ri)] = static_cast<size_t>((row / m.tile_q) * m.kv_tiles + std::max<int64_t>(n - 1, 0) / m.tile_kv);
-  }
-  const UnresolvedLookup unresolved(ref, bh_n * nr);
-  auto flag_element = [&](int64_t bh, int64_t ri, int64_t col, MapFlag f) {
+  // Every sequence of a dense problem has the head's rows, so the LSE column's maximum runs over
+  // every (b, h); a varlen sequence has rows of its own, and the maximum over the head's sequence.
+  const bool same_rows = !p.varlen();
+  const UnresolvedLookup unresolved(ref, all_rows);
+  auto flag_element = [&](const FlatRows::Place& pl, int64_t col, MapFlag f) {
     ++m.flagged_total;
-    if (m.flagged.size() < ErrorMaps::kMaxFlagged)
-      m.flagged.push_back({bh / p.heads_q, bh % p.heads_q, m.rows[static_cast<size_t>(ri)], col, f});
+    if (m.flagged.size() < ErrorMaps::kMaxFlagged) m.flagged.push_back({pl.b, pl.h, pl.row, col, f});
   };
-  for (int64_t bh = 0; bh < bh_n; ++bh)
-    for (int64_t ri = 0; ri < nr; ++ri)
-      for (int64_t c = 0; c < dv; ++c) {
-        const size_t e = static_cast<size_t>((bh * nr + ri) * dv + c);
-        MapFlag f = classify_o(p.dtype, kernel.o[e], oracle.o[e], empty[static_cast<size_t>(ri)]);
-        if (const auto* u = unresolved(bh * nr + ri); f == MapFlag::ok && u) f = classify_unresolved(p.dtype, kernel.o[e], *u, c);
-        const size_t t = cell[static_cast<size_t>(ri)];
-        float ratio = NAN;
-        if (f == MapFlag::ok) {
-          ratio = static_cast<float>(std::fabs(static_cast<double>(kernel.o[e]) - oracle.o[e]) / unit);
-          if (!(m.tile_ratio[t] >= ratio)) m.tile_ratio[t] = ratio;  // NaN (no row yet) is replaced
-        } else if (is_flagged(f)) {
-          ++m.tile_flagged[t];
-          flag_element(bh, ri, c, f);
-        }
-        if (bh == head_bh) {
-          m.head_ratio[static_cast<size_t>(ri * dv + c)] = ratio;
-          m.head_flag[static_cast<size_t>(ri * dv + c)] = f;
-        }
-      }
   if (kernel.lse) {
-    m.lse_ratio.assign(static_cast<size_t>(nr), NAN);
-    m.lse_ratio_max.assign(static_cast<size_t>(nr), NAN);
-    m.lse_flag.assign(static_cast<size_t>(nr), MapFlag::ok);
-    for (int64_t bh = 0; bh < bh_n; ++bh)
-      for (int64_t ri = 0; ri < nr; ++ri) {
-        const size_t i = static_cast<size_t>(bh * nr + ri);
-        const float k = (*kernel.lse)[i];
-        const double o = oracle.lse[i];
-        const MapFlag f = classify_lse(k, o, empty[static_cast<size_t>(ri)], opt.empty_lse);
-        float ratio = NAN;
-        if (f == MapFlag::ok) {
-          ratio = static_cast<float>(std::fabs(k - o) / lse_limit(opt.tol, o, ref.score_bound[i]));
-          float& mx = m.lse_ratio_max[static_cast<size_t>(ri)];
-          if (!(mx >= ratio)) mx = ratio;
-        } else if (is_flagged(f)) {
-          flag_element(bh, ri, -1, f);
-        }
-        if (bh == head_bh) {
-          m.lse_ratio[static_cast<size_t>(ri)] = ratio;
-          m.lse_flag[static_cast<size_t>(ri)] = f;
-        }
+    m.lse_ratio.assign(static_cast<size_t>(head_n), NAN);
+    m.lse_ratio_max.assign(static_cast<size_t>(head_n), NAN);
+    m.lse_flag.assign(static_cast<size_t>(head_n), MapFlag::ok);
+  }
+  for (int64_t g = 0; g < all_rows; ++g) {
+    const FlatRows::Place pl = flat.at(g);
+    const bool empty = pl.keys.empty();
+    // The cell of a checked row: its q-tile and the KV tile of its last visible key (0 if it sees none).
+    const size_t t = static_cast<size_t>((pl.row / m.tile_q) * m.kv_tiles + std::max<int64_t>(pl.keys.hi - 1, 0) / m.tile_kv);
+    const bool in_head = pl.b == m.head_b && pl.h == m.head_h;
+    const Expected::UnresolvedRow* u = unresolved(g);
+    for (int64_t c = 0; c < dv; ++c) {
+      const size_t e = static_cast<size_t>(g * dv + c);
+      MapFlag f = classify_o(p.dtype, kernel.o[e], oracle.o[e], empty);
+      if (f == MapFlag::ok && u) f = classify_unresolved(p.dtype, kernel.o[e], *u, c);
+      float ratio = NAN;
+      if (f == MapFlag::ok) {
+        ratio = static_cast<float>(std::fabs(static_cast<double>(kernel.o[e]) - oracle.o[e]) / unit);
+        if (!(m.tile_ratio[t] >= ratio)) m.tile_ratio[t] = ratio;  // NaN (no row yet) is replaced
+      } else if (is_flagged(f)) {
+        ++m.tile_flagged[t];
+        flag_element(pl, c, f);
       }
+      if (in_head) {
+        m.head_ratio[static_cast<size_t>(pl.ri * dv + c)] = ratio;
+        m.head_flag[static_cast<size_t>(pl.ri * dv + c)] = f;
+      }
+    }
+    if (!kernel.lse) continue;
+    const size_t i = static_cast<size_t>(g);
+    const float k = (*kernel.lse)[i];
+    const double o = oracle.lse[i];
+    const MapFlag f = classify_lse(k, o, empty, opt.empty_lse);
+    float ratio = NAN;
+    if (f == MapFlag::ok) {
+      ratio = static_cast<float>(std::fabs(k - o) / lse_limit(opt.tol, o, ref.score_bound[i]));
+      if ((same_rows || pl.b == m.head_b) && pl.ri < head_n) {
+        float& mx = m.lse_ratio_max[static_cast<size_t>(pl.ri)];
+        if (!(mx >= ratio)) mx = ratio;
+      }
+    } else if (is_flagged(f)) {
+      flag_element(pl, -1, f);
+    }
+    if (in_head) {
+      m.lse_ratio[static_cast<size_t>(pl.ri)] = ratio;
+      m.lse_flag[static_cast<size_t>(pl.ri)] = f;
+    }
   }
   return m;
 }
@@ -172,13 +217,14 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   const OracleResult& oracle = ref.oracle;
   const std::vector<float>& baseline = ref.baseline;
   const Tolerance& tol = opt.tol;
-  const int64_t nr = oracle.num_rows(), dv = p.head_dim_v, bh_n = p.batch * p.heads_q;
-  const size_t n_o = static_cast<size_t>(bh_n * nr * dv);
+  const FlatRows flat(p, oracle.rows);
+  const int64_t dv = p.head_dim_v, all_rows = flat.total();
+  const size_t n_o = static_cast<size_t>(all_rows * dv);
   if (kernel.o.size() != n_o || baseline.size() != n_o || oracle.o.size() != n_o)
     throw std::invalid_argument("verify_output: kernel, baseline and oracle outputs differ in size");
   Report r;
   r.problem = p;
-  r.rows_checked = nr;
+  r.rows_checked = p.varlen() ? oracle.rows.total() : oracle.num_rows();
   r.sampled = !oracle.rows.is_all();
   r.elements = static_cast<int64_t>(n_o);
 
@@ -190,14 +236,13 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     if (std::isfinite(oracle.o[e])) max_ref = std::max(max_ref, std::fabs(oracle.o[e]));
   auto locate = [&](size_t e, double k, double o) {
     Location l;
-    const int64_t row_i = static_cast<int64_t>(e / static_cast<size_t>(dv)) % nr;
-    const int64_t bh = static_cast<int64_t>(e / static_cast<size_t>(dv)) / nr;
-    l.b = bh / p.heads_q;
-    l.h = bh % p.heads_q;
-    l.row = oracle.row_at(row_i);
+    const FlatRows::Place pl = flat.at(static_cast<int64_t>(e / static_cast<size_t>(dv)));
+    l.b = pl.b;
+    l.h = pl.h;
+    l.row = pl.row;
     l.col = static_cast<int64_t>(e % static_cast<size_t>(dv));
     l.q_tile = l.row / opt.tile_q;
-    l.kv_tile = std::max<int64_t>(visible_keys(p, l.row) - 1, 0) / opt.tile_kv;
+    l.kv_tile = std::max<int64_t>(pl.keys.hi - 1, 0) / opt.tile_kv;
     l.kernel = k;
     l.oracle = o;
     return l;
@@ -218,24 +263,32 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     size_t worst_e = 0, first_nan_e = SIZE_MAX, first_outside_e = SIZE_MAX;
   };
   constexpr int64_t kChunkRows = 256;
-  const int64_t all_rows = bh_n * nr, n_chunks = (all_rows + kChunkRows - 1) / kChunkRows;
+  const int64_t n_chunks = (all_rows + kChunkRows - 1) / kChunkRows;
   std::vector<Partial> parts(static_cast<size_t>(n_chunks));
   const UnresolvedLookup unresolved_row(ref, all_rows);
   // The significant elements' distinct (kernel, oracle) pairs: the rounding criteria's evidence.
   DistinctPairs evidence;
+  // A batch whose sequences differ (varlen, seqused_k) is judged per sequence too: which one failed.
+  // Counts and maxima, tallied per thread and merged: the same whatever thread saw which row.
+  const bool per_sequence = p.varlen() || !p.seqused_kv.empty();
+  std::vector<SequenceVerdict> seqs(per_sequence ? static_cast<size_t>(p.batch) : 0);
 #pragma omp parallel
   {
   DistinctPairs mine;  // per thread, merged once at the end: the kept set is the same however the chunks fell
+  std::vector<SequenceVerdict> my_seqs(seqs.size());
 #pragma omp for schedule(dynamic, 4)
   for (int64_t c = 0; c < n_chunks; ++c) {
     Partial& a = parts[static_cast<size_t>(c)];
     for (int64_t gr = c * kChunkRows; gr < std::min(all_rows, (c + 1) * kChunkRows); ++gr) {
-      const bool empty_row = visible_keys(p, oracle.row_at(gr % nr)) == 0;
+      const FlatRows::Place pl = flat.at(gr);
+      const bool empty_row = pl.keys.empty();
+      SequenceVerdict* seq = per_sequence ? &my_seqs[static_cast<size_t>(pl.b)] : nullptr;
       const Expected::UnresolvedRow* unresolved = unresolved_row(gr);
       for (size_t e = static_cast<size_t>(gr * dv); e < static_cast<size_t>((gr + 1) * dv); ++e) {
         const float k = kernel.o[e];
         const double o = oracle.o[e];
         const MapFlag flag = classify_o(p.dtype, k, o, empty_row);
+        if (seq && is_flagged(flag)) ++seq->flagged;
         if (flag == MapFlag::unwritten || flag == MapFlag::nan_mismatch) {
           ++(flag == MapFlag::unwritten ? a.unwritten : a.nan_mismatches);
           a.first_nan_e = std::min(a.first_nan_e, e);
@@ -247,11 +300,16 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
           if (classify_unresolved(p.dtype, k, *unresolved, static_cast<int64_t>(e % static_cast<size_t>(dv))) ==
               MapFlag::outside_contenders) {
             ++a.outside_contenders;
+            if (seq) ++seq->flagged;
             a.first_outside_e = std::min(a.first_outside_e, e);
           }
           continue;
         }
         const double err = std::fabs(static_cast<double>(k) - o);
+        if (seq) {
+          ++seq->compared;
+          seq->max_abs = std::max(seq->max_abs, err);
+        }
         a.cos.add(k, o);
         ++a.compared;
         a.diff2 += err * err;
@@ -288,7 +346,14 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     }
   }
 #pragma omp critical(fc_rounding_evidence)
-  evidence.merge(mine);
+  {
+    evidence.merge(mine);
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      seqs[b].compared += my_seqs[b].compared;
+      seqs[b].flagged += my_seqs[b].flagged;
+      seqs[b].max_abs = std::max(seqs[b].max_abs, my_seqs[b].max_abs);
+    }
+  }
   }
   CosineAccumulator cos, eager_cos, flash_cos;
   double eager_diff2 = 0, flash_diff2 = 0;
@@ -428,7 +493,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
 
   if (kernel.lse) {
     const auto& lse = *kernel.lse;
-    if (lse.size() != static_cast<size_t>(bh_n * nr)) throw std::invalid_argument("verify_output: lse size mismatch");
+    if (lse.size() != static_cast<size_t>(all_rows)) throw std::invalid_argument("verify_output: lse size mismatch");
     double max_abs = 0, max_rel = 0;
     // The row nearest its own limit: its error and limit are the ones reported, so the pair printed
     // always compares as the verdict did (each row has its own limit; no flat limit stands for all).
@@ -437,8 +502,10 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     for (size_t i = 0; i < lse.size(); ++i) {
       const float k = lse[i];
       const double o = oracle.lse[i];
-      const int64_t row = oracle.row_at(static_cast<int64_t>(i) % nr);
-      const MapFlag flag = classify_lse(k, o, visible_keys(p, row) == 0, opt.empty_lse);
+      const FlatRows::Place pl = flat.at(static_cast<int64_t>(i));
+      const MapFlag flag = classify_lse(k, o, pl.keys.empty(), opt.empty_lse);
+      SequenceVerdict* seq = per_sequence ? &seqs[static_cast<size_t>(pl.b)] : nullptr;
+      if (seq && is_flagged(flag)) ++seq->flagged;
       if (flag == MapFlag::unwritten) ++unwritten;
       if (flag == MapFlag::empty_row_nonzero) ++bad_empty;
       if (flag == MapFlag::nan_mismatch) ++bad;
@@ -447,7 +514,10 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
       const double err = std::fabs(k - o), limit = lse_limit(tol, o, ref.score_bound[i]);
       max_abs = std::max(max_abs, err);
       max_rel = std::max(max_rel, err / std::max(std::fabs(o), 1e-30));
-      if (err > limit) ++bad;
+      if (err > limit) {
+        ++bad;
+        if (seq) ++seq->lse_over;
+      }
       if (err / limit > worst_ratio) {
         worst_ratio = err / limit;
         worst_err = err;
@@ -467,6 +537,17 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
         measured ? "|lse-oracle| (natural log) of the row nearest its own limit atol + rtol*(|lse| + max|score|); " + counts
                  : "not computed: no row with a finite LSE to compare; " + counts);
   }
+  // Which sequence failed: its own flagged elements, LSE rows past their limits, or an element past
+  // baseline_relative's limit (the one whole-output limit a single element can break).
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    SequenceVerdict& v = seqs[b];
+    v.b = static_cast<int64_t>(b);
+    v.sq = p.sq(v.b);
+    v.skv = p.skv(v.b);
+    v.max_abs_limit = blimit;
+    v.pass = v.flagged == 0 && v.lse_over == 0 && !(std::isfinite(blimit) && v.max_abs > blimit);
+  }
+  r.sequences = std::move(seqs);
   if (opt.error_maps) {
     // Ratio 1 is baseline_relative's limit; when that is not finite (the eager baseline overflowed)
     // its atol part, and when that is 0 (an all-zero oracle) any error is infinitely far past it.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "verify/metrics.h"
+#include "verify/untrusted_text.h"
 
 namespace flashcheck {
 
@@ -122,11 +123,14 @@ std::string to_text(const Report& r) {
   if (r.elements == 0) {
     // No output was judged (the kernel crashed, hung, exited or reported an error): only what
     // happened is printed, never metrics of an output that does not exist.
-    for (auto& c : r.criteria) os << "  " << status(c) << " " << c.name << ": " << c.detail << "\n";
+    // Details can carry a kernel's own error text: one printable line each, so it can neither
+    // break the report's layout nor drive the terminal (a forged "reproduce:" line, ANSI escapes).
+    for (auto& c : r.criteria) os << "  " << status(c) << " " << c.name << ": " << printable_line(c.detail) << "\n";
   } else {
-    os << "  rows checked per (b,h): " << r.rows_checked << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements
-       << "\n";
-    for (auto& c : r.criteria) os << "  " << status(c) << " " << c.name << ": " << comparison_text(c) << " \u2014 " << c.detail << "\n";
+    os << "  rows checked " << (r.problem.varlen() ? "per head over every sequence: " : "per (b,h): ") << r.rows_checked
+       << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements << "\n";
+    for (auto& c : r.criteria)
+      os << "  " << status(c) << " " << c.name << ": " << comparison_text(c) << " \u2014 " << printable_line(c.detail) << "\n";
     if (r.compared == 0) {
       os << "  metrics: n/a (no element could be compared)";
     } else {
@@ -139,16 +143,40 @@ std::string to_text(const Report& r) {
   }
   if (r.worst) {
     const Location& w = *r.worst;
-    os << "  worst element: (b=" << w.b << ", h=" << w.h << ", row=" << w.row << ", col=" << w.col << ") kernel=" << w.kernel
-       << " oracle=" << w.oracle << " in q-tile " << w.q_tile << ", kv-tile " << w.kv_tile << " (the row's last visible key)\n";
+    os << "  worst element: (" << (r.problem.varlen() ? "sequence " : "b=") << w.b << ", h=" << w.h << ", row=" << w.row
+       << ", col=" << w.col << ") kernel=" << w.kernel << " oracle=" << w.oracle << " in q-tile " << w.q_tile << ", kv-tile "
+       << w.kv_tile << " (the row's last visible key)\n";
   }
-  for (const auto& n : r.notes) os << "  note: " << n << "\n";
+  if (!r.sequences.empty()) {
+    // Which sequence failed: the failing ones (the first few), or that every one passed.
+    int64_t failing = 0;
+    for (const SequenceVerdict& v : r.sequences) failing += v.pass ? 0 : 1;
+    if (failing == 0) {
+      os << "  sequences: all " << r.sequences.size() << " pass\n";
+    } else {
+      os << "  sequences: " << failing << " of " << r.sequences.size() << " fail\n";
+      constexpr int64_t kShown = 8;
+      int64_t shown = 0;
+      for (const SequenceVerdict& v : r.sequences) {
+        if (v.pass) continue;
+        if (shown++ == kShown) {
+          os << "    ... and " << failing - kShown << " more (see --json)\n";
+          break;
+        }
+        os << "    FAIL sequence " << v.b << " (sq=" << v.sq << ", skv=" << v.skv << "): " << v.flagged
+           << " flagged elements (unwritten, NaN/Inf, non-zero empty rows, outside contenders), " << v.lse_over
+           << " LSE rows past their limit, max|o-r| " << v.max_abs
+           << (std::isfinite(v.max_abs_limit) && v.max_abs > v.max_abs_limit ? " > " : " \u2264 ") << v.max_abs_limit << "\n";
+      }
+    }
+  }
+  for (const auto& n : r.notes) os << "  note: " << printable_line(n) << "\n";
   if (!r.pass()) {
     os << "  failed:";
     for (auto& f : r.failed()) os << " " << f;
     os << "\n";
   }
-  if (!r.repro.empty() && !r.pass()) os << "  reproduce: " << r.repro << "\n";
+  if (!r.repro.empty() && !r.pass()) os << "  reproduce: " << printable_line(r.repro) << "\n";
   return os.str();
 }
 
@@ -205,6 +233,10 @@ nlohmann::json to_json(const Report& r) {
     j["worst"] = {{"b", w.b}, {"h", w.h}, {"row", w.row}, {"col", w.col}, {"q_tile", w.q_tile},
                   {"kv_tile", w.kv_tile}, {"kernel", num(w.kernel)}, {"oracle", num(w.oracle)}};
   }
+  for (const SequenceVerdict& v : r.sequences)
+    j["sequences"].push_back({{"b", v.b}, {"sq", v.sq}, {"skv", v.skv}, {"pass", v.pass}, {"compared", v.compared},
+                              {"flagged", v.flagged}, {"lse_over", v.lse_over}, {"max_abs", num(v.max_abs)},
+                              {"max_abs_limit", num(v.max_abs_limit)}});
   j["repro"] = r.repro;
   j["notes"] = r.notes;
   for (const auto& [phase, s] : r.timings) j["timings_s"][phase] = s;

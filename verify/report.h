@@ -105,9 +105,22 @@ struct ErrorMaps {
   int64_t flagged_total = 0;
 };
 
+// One sequence of a batch whose sequences differ (varlen, seqused_k): which sequence failed.
+struct SequenceVerdict {
+  int64_t b = 0, sq = 0, skv = 0;  // its index, queries and keys used
+  int64_t compared = 0;            // its O elements the value metrics measured
+  // Its O elements and LSE rows unwritten, NaN/Inf where the oracle has none, non-zero though empty,
+  // or outside their contenders' values.
+  int64_t flagged = 0;
+  int64_t lse_over = 0;            // its LSE rows past their own limits
+  double max_abs = 0;              // largest |o - r| over its compared elements
+  double max_abs_limit = 0;        // baseline_relative's limit (the whole output's)
+  bool pass = true;
+};
+
 struct Report {
   Problem problem;
-  int64_t rows_checked = 0;  // per (batch, head)
+  int64_t rows_checked = 0;  // per (batch, head); for a varlen batch per head, over every sequence
   bool sampled = false;
   std::vector<Criterion> criteria;
   // Metrics.
@@ -123,7 +136,8 @@ struct Report {
   int64_t compared = 0;
   int64_t ulp_over_n = 0, elements = 0, nan_mismatches = 0, unwritten = 0, empty_row_violations = 0;
   std::optional<double> lse_max_abs, lse_max_rel;
-  std::optional<Location> worst;
+  std::optional<Location> worst;   // b is the sequence of a varlen batch
+  std::vector<SequenceVerdict> sequences;  // varlen and seqused_k problems only
   std::string repro;  // one command that reproduces the case
   // What the judge could not look at or did not read, said rather than passed over in silence:
   // e.g. "lse: not checked (the file has no 'lse' tensor)", "metadata key 'format' ignored".
