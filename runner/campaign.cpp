@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "runner/harness.h"
+#include "runner/shrink_candidates.h"
 #include "verify/judge.h"
 
 namespace flashcheck {
@@ -28,6 +29,35 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   s.allow_dv_ne_dqk = caps.dv_ne_dqk;
   if (!caps.gqa) s.max_group = 1;
   s.max_work = opt.max_work;
+  // Problem model 2: the variants the kernel declares, less those the run leaves out (--variants),
+  // narrowed to those every case must have (--require) where the space can say so; the rest of
+  // --require is met by redrawing (campaign_case).
+  const VariantSelection& sel = opt.variants;
+  auto on = [&](VariantName n) { return declares_variant(caps, n) && sel.allows(n); };
+  s.windows = on(VariantName::window);
+  s.softcap = on(VariantName::softcap);
+  if (on(VariantName::alibi)) {
+    s.alibi = caps.alibi;
+    s.alibi_per_batch = caps.alibi_per_batch;
+  }
+  s.sinks = on(VariantName::sinks);
+  s.seqused = on(VariantName::seqused);
+  s.paged = on(VariantName::paged);
+  s.page_sizes = caps.page_sizes;
+  s.layouts.clear();
+  for (Layout l : caps.layouts) {
+    const bool allowed = l == Layout::bhsd                 ? !sel.required.count(VariantName::varlen) && !sel.required.count(VariantName::bshd)
+                         : l == Layout::thd                ? on(VariantName::varlen) && !sel.required.count(VariantName::bshd)
+                                                           : on(VariantName::bshd) && !sel.required.count(VariantName::varlen);
+    if (allowed) s.layouts.push_back(l);
+  }
+  if (s.layouts.empty() && sel.required.empty()) s.layouts = {Layout::bhsd};
+  std::vector<DType> dtypes;
+  for (DType d : s.dtypes)
+    if (is_fp8(d) ? on(VariantName::fp8) : !sel.required.count(VariantName::fp8)) dtypes.push_back(d);
+  s.dtypes = dtypes;
+  s.out_dtypes = caps.out_dtypes;
+  s.descales = caps.descales;
   // The generators aim lengths at the kernel's own tile boundaries: one row per declared head dim
   // (the non-causal tiles where a kernel tiles the modes apart).
   for (int64_t d : caps.head_dims) {
@@ -104,6 +134,20 @@ Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   z ^= z >> 31;
   return gen_case(space)(rc::Random(z), rc::kNominalSize).value();
+}
+
+Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index, const VariantSelection& sel) {
+  if (sel.required.empty()) return campaign_case(space, seed, index);
+  // Each variant is on in about half the draws: redrawing until every required one is on takes
+  // 2^k draws for k of them, and drawing is cheap (no inputs yet). Attempt a of case i is a case of
+  // its own seed, so case i stays the same in every shard.
+  constexpr int kAttempts = 1 << 14;
+  for (int a = 0; a < kAttempts; ++a) {
+    Case c = campaign_case(space, seed ^ (0xA24BAED4963EE407ULL * static_cast<uint64_t>(a + 1)), index);
+    if (sel.meets(c.problem)) return c;
+  }
+  throw CannotTest("no case with every required variant could be drawn in " + std::to_string(kAttempts) +
+                   " attempts (do the kernel's declared dtypes and layouts allow them together?)");
 }
 
 std::string repro_command(const std::string& variant, const Case& c, const std::string& plugin) {
@@ -210,59 +254,6 @@ Reproduction reproduce_case(const Variant& v, const Case& c, int runs, int64_t m
   return r;
 }
 
-namespace {
-std::vector<Problem> smaller(const Problem& p, const Capabilities& caps) {
-  std::vector<Problem> out;
-  auto push = [&](Problem q) {
-    if (q != p && std::find(out.begin(), out.end(), q) == out.end()) out.push_back(q);
-  };
-  Problem q = p;
-  q.batch = 1;
-  push(q);
-  if (p.group() > 1) {
-    q = p;
-    q.heads_q = p.heads_kv;  // plain MHA
-    push(q);
-    // Smaller groups too: a fault that shows in one query head of a group may not show in the
-    // group's first head alone, and a group of 2 is still smaller than one of 4.
-    for (int64_t g = p.group() / 2; g > 1; g /= 2) {
-      q = p;
-      q.heads_q = p.heads_kv * g;
-      push(q);
-    }
-  }
-  if (p.heads_kv > 1) {
-    q = p;
-    q.heads_q = p.group();
-    q.heads_kv = 1;
-    push(q);
-  }
-  for (auto m : {&Problem::seq_q, &Problem::seq_kv}) {
-    // Halving and stepping by one, plus their even neighbours: a kernel that declines odd lengths
-    // (or other residues) would otherwise strand the shrinker, e.g. at 10 when 5 and 9 are declined.
-    for (int64_t len : {int64_t{1}, p.*m / 2, p.*m - 1, p.*m / 2 - 1, p.*m - 2}) {
-      if (len < 1 || len >= p.*m) continue;
-      q = p;
-      q.*m = len;
-      push(q);
-    }
-  }
-  for (int64_t d : caps.head_dims) {
-    if (d >= p.head_dim_qk) continue;
-    q = p;
-    q.head_dim_qk = d;
-    q.head_dim_v = caps.dv_ne_dqk ? std::min(p.head_dim_v, d) : d;
-    push(q);
-  }
-  if (p.head_dim_v != p.head_dim_qk) {
-    q = p;
-    q.head_dim_v = q.head_dim_qk;
-    push(q);
-  }
-  return out;
-}
-}  // namespace
-
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin,
                            int max_steps, KernelWorker* worker, double budget_s, OracleChoice oracle, const ShrinkStepFn& on_step) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -283,7 +274,7 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
     // A hang affords only a few candidates: the smallest problems first, the inputs last.
     const bool try_normal = failing.c.dist != Dist::normal;
     if (try_normal && !hang) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
-    std::vector<Problem> fewer = smaller(failing.c.problem, v.caps());
+    std::vector<Problem> fewer = smaller_problems(failing.c.problem, v.caps());
     if (hang) std::stable_sort(fewer.begin(), fewer.end(), [](const Problem& a, const Problem& b) { return a.flops() < b.flops(); });
     for (const Problem& p : fewer) cands.push_back({p, failing.c.dist, failing.c.seed});
     if (try_normal && hang) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
@@ -312,6 +303,9 @@ Coverage coverage_of(const ProblemSpace& space) {
   for (int64_t d : space.head_dims) c.declared["head_dim"].push_back(std::to_string(d));
   for (Causal k : space.causals) c.declared["causal"].emplace_back(to_string(k));
   c.declared["heads"] = space.max_group > 1 ? std::vector<std::string>{"MHA", "GQA", "MQA"} : std::vector<std::string>{"MHA"};
+  // Problem model 2: the variants a case combines, an open axis (its values are the combinations
+  // drawn: the product of every declared variant would swamp the table), shown when any is drawn.
+  if (space.variants()) c.axes.push_back("variants");
   return c;
 }
 
@@ -319,7 +313,8 @@ Coverage::Point coverage_point(const Problem& p) {
   return {{"dtype", std::string(to_string(p.dtype))},
           {"head_dim", std::to_string(p.head_dim_qk)},
           {"causal", std::string(to_string(p.causal))},
-          {"heads", p.heads_q == p.heads_kv ? "MHA" : p.heads_kv == 1 ? "MQA" : "GQA"}};
+          {"heads", p.heads_q == p.heads_kv ? "MHA" : p.heads_kv == 1 ? "MQA" : "GQA"},
+          {"variants", variants_text(p)}};
 }
 
 std::optional<Tightness> tightest_criterion(const Report& r) {
@@ -439,6 +434,10 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
     s.unavailable = *why;
     return s;
   }
+  if (auto why = opt.variants.refusal(v.caps())) {
+    s.unavailable = *why;
+    return s;
+  }
   const ProblemSpace space = space_for(v.caps(), opt);
   if (space.dtypes.empty()) {
     s.unavailable = "declares none of the requested dtypes";
@@ -465,7 +464,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       ++s.not_run;
       continue;
     }
-    const Case drawn = campaign_case(space, opt.seed, i);
+    const Case drawn = campaign_case(space, opt.seed, i, opt.variants);
     const Case c = opt.big ? big_case(drawn, space, opt) : opt.load ? load_case(drawn, space, opt) : drawn;
     if (opt.big) {
       const double need = host_bytes_for(c.problem, opt.max_rows);

@@ -14,6 +14,7 @@
 #include "fuzz/generators.h"
 #include "runner/isolation.h"
 #include "runner/registry.h"
+#include "runner/variant_selection.h"
 #include "verify/coverage.h"
 #include "verify/expected.h"
 #include "verify/report.h"
@@ -59,6 +60,8 @@ struct CampaignOptions {
   // Host memory a case may plan to use (bytes; 0: what /proc/meminfo calls available, less a
   // quarter). A case past it is refused as cannot-test with both figures, never OOM-killed.
   double host_memory_budget = 0;
+  // `run --variants` / `--require`: the declared variants drawn, and those every case has.
+  VariantSelection variants;
 };
 
 // How a kept failure did when re-run from scratch (CampaignOptions::confirm_runs).
@@ -158,6 +161,9 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt);
 // Case number `index` of the campaign (the same on every machine for the same seed).
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index);
+// The same, redrawn until the case has every variant `sel` requires (throws CannotTest if none
+// comes in many attempts).
+Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index, const VariantSelection& sel);
 // A drawn case grown to production load (CampaignOptions::load): sequence lengths gain multiples
 // of lcm(block_q, block_kv) of the head dim's tiles, so Sq, Skv and Skv − Sq keep their residues
 // modulo both tiles; the batch grows until B·Hq ≥ load_min_bh; the work stays within max_work.

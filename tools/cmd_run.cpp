@@ -151,6 +151,7 @@ void add_run(CLI::App& app, Action& action) {
   struct Opts {
     std::string kernel = "all", shard = "0/1", json, problem, dist = "normal", oracle_name = "auto";
     std::vector<std::string> plugins, dtypes;
+    std::string variants_allowed, variants_required;
     CampaignOptions c;
     uint64_t input_seed = 1;
     double timeout = 0, load_timeout = 0;
@@ -168,6 +169,12 @@ void add_run(CLI::App& app, Action& action) {
       ->check(whole_number(0, kMaxU64));
   cmd->add_option("--shard", o->shard, "i/N: take cases c with c % N == i")->check(shard_spec());
   cmd->add_option("--dtype", o->dtypes, "only these dtypes (f32, f16, bf16); default: all a kernel declares");
+  cmd->add_option("--variants", o->variants_allowed,
+                  "only these of the variants a kernel declares (comma-separated: window, softcap, alibi, sinks, varlen, "
+                  "paged, seqused, bshd, fp8; all or none); default: all it declares");
+  cmd->add_option("--require", o->variants_required,
+                  "every case has each of these variants (same names); a kernel that does not declare one is reported "
+                  "unavailable");
   cmd->add_option("--max-seq", o->c.max_seq, "longest sequence drawn (default 300)")->check(whole_number(1, int64_t{1} << 31));
   cmd->add_option("--max-work", o->c.max_work, "per-case cap on B*Hq*Sq*Skv*(Dqk+Dv) (default 3e7)")
       ->check(positive_number(1e18));
@@ -222,6 +229,12 @@ void add_run(CLI::App& app, Action& action) {
       }
       o->c.dtypes.clear();
       for (const auto& d : o->dtypes) o->c.dtypes.push_back(parse_dtype(d));
+      try {
+        if (cmd->count("--variants")) o->c.variants.allowed = parse_variant_list(o->variants_allowed);
+        if (cmd->count("--require")) o->c.variants.required = parse_variant_list(o->variants_required);
+      } catch (const std::invalid_argument& e) {
+        throw CannotTest(std::string("--variants/--require: ") + e.what());
+      }
       o->c.isolation = isolation_from(o->no_isolation, o->timeout, o->load_timeout, "run");
       o->c.confirm_runs = 3;  // no reproduce line without its re-runs
       auto variants = select(o->kernel, o->plugins, true, o->no_isolation ? nullptr : &o->c.isolation);
