@@ -15,6 +15,7 @@ void add_check(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors; bhsd, bshd, thd or a paged cache, with the variants' tensors and metadata: README) against the fp64 oracle");
   struct Opts {
     std::string file, json, oracle_name = "auto", html;
+    bool identify = false;
     CheckFileOptions o;
   };
   auto opts = std::make_shared<Opts>();
@@ -31,6 +32,10 @@ void add_check(CLI::App& app, Action& action) {
   cmd->add_flag("--timings", opts->o.timings, "print seconds per phase (read, widen, oracle, baseline, criteria) to stderr, and add them to the JSON");
   cmd->add_flag("--allow-nonfinite-inputs", opts->o.allow_nonfinite_inputs,
                 "accept NaN/Inf in q/k/v and check that they propagate to exactly the oracle's rows");
+  cmd->add_flag("--identify", opts->identify,
+                "also judge the output under every reading of the problem that differs in one convention (causal alignment, "
+                "window bounds inclusive or exclusive, ALiBi form and LSE, empty-row LSE, LSE base, sinks) and say which "
+                "readings pass: the convention the kernel follows");
   cmd->callback([opts, &action] {
     action = [opts] {
       CommandOutputs outputs("check", opts->json, {opts->html});
@@ -40,6 +45,27 @@ void add_check(CLI::App& app, Action& action) {
         opts->o.oracle = opts->oracle_name == "cpu"   ? OracleChoice::cpu
                          : opts->oracle_name == "gpu" ? OracleChoice::gpu
                                                       : OracleChoice::automatic;
+        if (opts->identify) {
+          if (!opts->html.empty()) throw CannotTest("--identify writes no HTML page: give --html without it");
+          const std::vector<ReadingVerdict> v = identify_file(opts->file, opts->o);
+          std::cout << printable_block(to_text(v)) << printable_line(identification_summary(v)) << "\n";
+          if (outputs.json_wanted()) {
+            nlohmann::json j;
+            j["file"] = valid_utf8(opts->file);
+            for (const ReadingVerdict& rv : v)
+              j["readings"].push_back({{"reading", rv.reading.name},
+                                       {"problem", to_string(rv.reading.problem)},
+                                       {"pass", rv.pass},
+                                       {"failed", rv.failed},
+                                       {"rows_checked", rv.rows_checked}});
+            j["summary"] = identification_summary(v);
+            j["pass"] = !v.empty() && v.front().pass;
+            outputs.write_json(j);
+          }
+          // As stated or not: the exit code says whether the output follows the file's own
+          // conventions; the table says which ones it does follow.
+          return !v.empty() && v.front().pass ? int{kPass} : int{kMismatch};
+        }
         const Report r = check_file(opts->file, opts->o);
         // The text shows the file's path and names escaped (a path can hold anything but '/' and NUL).
         const Report shown = printable_report(r);

@@ -1,5 +1,7 @@
 #include "verify/check_file.h"
 
+#include <functional>
+
 #include "verify/check_file_format.h"
 #include "verify/judge.h"
 #include "verify/names.h"
@@ -8,10 +10,14 @@
 
 namespace flashcheck {
 
-Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
-  std::vector<std::pair<std::string, double>> timings;
-  PhaseTimer clock(timings);
-  auto lap = [&](const char* phase) { clock.lap(phase); };
+namespace {
+
+struct ReadFile {
+  CheckFileCase c;
+  NameAudit names;
+};
+
+ReadFile read_file(const std::filesystem::path& path, const CheckFileOptions& opt, const std::function<void(const char*)>& lap) {
   SafetensorsFile f;
   try {
     f = read_safetensors(path);
@@ -21,9 +27,20 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   lap("read file");
   // A misspelt name (`casual`, `LSE`) would otherwise be judged as absent: the default causal mode,
   // or no LSE check at all. Near misses are refused; other unknown names are read past and said.
-  const NameAudit names = audit_names(f);
+  NameAudit names = audit_names(f);
   if (names.refused()) throw CannotTest(names.refusal());
-  CheckFileCase c = read_check_case(f, opt.allow_nonfinite_inputs, lap);
+  return {read_check_case(f, opt.allow_nonfinite_inputs, lap), std::move(names)};
+}
+
+}  // namespace
+
+Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
+  std::vector<std::pair<std::string, double>> timings;
+  PhaseTimer clock(timings);
+  auto lap = [&](const char* phase) { clock.lap(phase); };
+  ReadFile rf = read_file(path, opt, lap);
+  const CheckFileCase& c = rf.c;
+  const NameAudit& names = rf.names;
   const Problem& p = c.problem;
   KernelOutput out{c.o, std::nullopt, std::nullopt, c.padding_written};
   if (c.lse) out.lse = *c.lse;
@@ -37,6 +54,17 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   for (auto& line : c.notes) r.notes.push_back(line);
   for (auto& line : names.ignored_lines()) r.notes.push_back(line);
   return r;
+}
+
+std::vector<ReadingVerdict> identify_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
+  const ReadFile rf = read_file(path, opt, [](const char*) {});
+  const CheckFileCase& c = rf.c;
+  KernelOutput out{c.o, std::nullopt, std::nullopt, c.padding_written};
+  if (c.lse) out.lse = *c.lse;
+  Declared declared = c.declared;
+  declared.tile_q = opt.tile_q;
+  declared.tile_kv = opt.tile_kv;
+  return identify(c.problem, c.inputs, out, declared, JudgeOptions{opt.max_rows, false, opt.oracle, false});
 }
 
 }  // namespace flashcheck

@@ -9,6 +9,7 @@
 
 #include "reference/conventions.h"
 #include "verify/expected.h"
+#include "verify/identify.h"
 #include "verify/report.h"
 
 namespace flashcheck {
@@ -23,5 +24,9 @@ struct CheckFileOptions {
 };
 
 Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt);
+
+// `check --identify`: the file's output judged under every reading of its problem that differs in
+// one convention (verify/identify.h), the stated one first: which convention the kernel follows.
+std::vector<ReadingVerdict> identify_file(const std::filesystem::path& path, const CheckFileOptions& opt);
 
 }  // namespace flashcheck
