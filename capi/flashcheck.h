@@ -231,7 +231,8 @@ fc_status fc_attention2_parse(const char* line, fc_attention2* out, int32_t* len
  *   alibi_slopes [Hq] or [B,Hq]; sinks [Hq]; descale_q/k/v [1] or [B,Hkv]: FC_F32
  *   block_table [B, max_pages]: FC_I32 or FC_I64 (entries past a sequence's last page are not read) */
 typedef struct {
-  void* data;         /* NULL: absent. Inputs are only read. */
+  void* data;         /* inputs are only read. A view with data NULL and ndim 0 is absent; one of
+                       * zero elements may have data NULL. */
   int32_t dtype;      /* FC_* element type */
   int32_t ndim;       /* 1..4 */
   int64_t shape[4];
@@ -244,7 +245,7 @@ typedef struct {
   fc_tensor_view q, k, v, o, lse;
   fc_tensor_view alibi_slopes, sinks, descale_q, descale_k, descale_v, block_table;
 } fc_tensors;
-void fc_tensors_init(fc_tensors* t); /* every view absent */
+void fc_tensors_init(fc_tensors* t); /* every view absent (zeroed) */
 
 /* Judges t->o (and t->lse when present) for problem p against the fp64 oracle, as fc_check does for
  * plain problems: the views are gathered into the logical layout through the storage layer that

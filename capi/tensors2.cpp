@@ -36,20 +36,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::string str(int64_t x) { return std::to_string(x); }
 
-int element_bytes(int32_t dtype) {
-  switch (dtype) {
-    case FC_F32:
-    case FC_I32: return 4;
-    case FC_F16:
-    case FC_BF16: return 2;
-    case FC_E4M3:
-    case FC_E5M2: return 1;
-    case FC_I64:
-    case FC_F64: return 8;
-  }
-  throw InvalidArgument("dtype " + str(dtype) + " is not an FC_* element type");
-}
-
 const char* dtype_name(int32_t dtype) {
   static const char* const names[] = {"FC_F32", "FC_F16", "FC_BF16", "FC_E4M3", "FC_E5M2", "FC_I32", "FC_I64", "FC_F64"};
   return dtype >= 0 && dtype < 8 ? names[dtype] : "an unknown dtype";
@@ -61,7 +47,8 @@ std::string dims(const int64_t* d, int n) {
   return s + "]";
 }
 
-bool present(const fc_tensor_view& v) { return v.data != nullptr; }
+// Absent: data NULL and no dimensions. A view of zero elements may have data NULL (torch's does).
+bool present(const fc_tensor_view& v) { return v.data != nullptr || v.ndim != 0; }
 
 // The view's dtype, number of dimensions and the dims the problem fixes (-1: free), or an error
 // naming the tensor and the shape it needs (`form`: the layout's names for the dims).
@@ -76,8 +63,12 @@ void check_view(const fc_tensor_view& v, const char* name, int32_t dtype, const 
     throw InvalidArgument(std::string(name) + " has shape " + dims(v.shape, shown) + "; the problem needs " + form + " = " +
                           dims(want.data(), n));
   }
-  for (int i = 0; i < n; ++i)
+  int64_t elems = 1;
+  for (int i = 0; i < n; ++i) {
     if (v.shape[i] < 0) throw InvalidArgument(std::string(name) + " has a negative dimension");
+    elems *= v.shape[i];
+  }
+  if (!v.data && elems > 0) throw InvalidArgument(std::string(name) + "'s data is NULL for " + str(elems) + " elements");
 }
 
 // Where a q/k/v/o/lse view's rows are (the storage layer's (outer, seq, head) strides), and its
@@ -287,14 +278,28 @@ void refuse_nonfinite(const Problem& p, Tensor t, const std::vector<float>& x) {
                    "]; set allow_nonfinite_inputs to check NaN/Inf propagation instead");
 }
 
-// The storage of q, o and lse (or of k and v): the problem's contiguous layout with the caller's
-// views' strides in place of the ones given (the others keep their defaults and are never read).
-// The constructor refuses strides that overlap or are negative, naming the tensor.
+// Strides no extent can make overlap (each dimension at least 1 long): for the tensors a storage
+// is not used for. The problem's own contiguous strides would not do: a THD batch without tokens
+// has a head stride of 0, which the storage layer rightly calls overlapping.
+RowStrides unused_strides(const Problem& p, const Inputs& in, int64_t pad, Tensor t) {
+  const bool kv = t == Tensor::k || t == Tensor::v;
+  const int64_t w = t == Tensor::lse ? 1 : t == Tensor::q || t == Tensor::k ? p.head_dim_qk : p.head_dim_v;
+  const int64_t heads = std::max<int64_t>(kv ? p.heads_kv : p.heads_q, 1);
+  const Sequences seqs(p);
+  int64_t seq = kv ? p.seq_kv : p.seq_q;
+  if (kv && p.paged()) seq = p.page_size;
+  else if (p.layout == Layout::thd) seq = (kv ? std::max(seqs.total_kv(), in.num_pages * p.page_size) : seqs.total_q()) + pad;
+  seq = std::max<int64_t>(seq, 1);
+  for (int64_t b = 0; b < p.batch; ++b) seq = std::max(seq, p.skv_stored(b));
+  return {w * heads * seq, w * heads, w};
+}
+
+// The storage of q, o and lse (or of k and v), with the caller's views' strides for the tensors
+// given. The constructor refuses strides that overlap or are negative, naming the tensor.
 std::unique_ptr<Storage> storage_with(const Problem& p, const Inputs& in, int64_t pad,
                                       const std::vector<std::pair<Tensor, RowStrides>>& given) {
-  const Storage defaults(p, in, pad);
   RowStrides s[5];
-  for (int i = 0; i < 5; ++i) s[i] = defaults.strides(static_cast<Tensor>(i));
+  for (int i = 0; i < 5; ++i) s[i] = unused_strides(p, in, pad, static_cast<Tensor>(i));
   for (const auto& [t, rs] : given) s[static_cast<int>(t)] = rs;
   return std::make_unique<Storage>(p, in, pad, s);
 }
@@ -310,7 +315,9 @@ struct Placement {
 Placement place_all(const Problem& p, const fc_tensors& t, const fc_tensor_view* o, int32_t o_dtype, const fc_tensor_view* lse,
                     int32_t lse_dtype, Inputs& in) {
   for (const auto& [v, name] : {std::pair{&t.q, "q"}, {&t.k, "k"}, {&t.v, "v"}})
-    if (!present(*v)) throw InvalidArgument(std::string(name) + " is absent (its data is NULL)");
+    if (!present(*v)) throw InvalidArgument(std::string(name) + " is absent");
+  // Before the shapes: a paged k would otherwise be reported as a dense k of the wrong shape.
+  if (present(t.block_table) && !p.paged()) throw InvalidArgument("block_table is given but page_size is 0 (no paged cache)");
   const int32_t in_dtype = from_dtype(p.dtype);
   const Placed q = place(p, Tensor::q, t.q, "q", in_dtype);
   const Placed k = place(p, Tensor::k, t.k, "k", in_dtype);
@@ -481,7 +488,7 @@ fc_status fc_check2(const fc_attention2* pa, const fc_tensors* tin, const fc_che
     need(tin, "tensors");
     check_struct_size(tin->struct_size, sizeof(fc_tensors), "fc_tensors");
     const fc_tensors& t = *tin;
-    if (!present(t.o)) throw InvalidArgument("o is absent (its data is NULL)");
+    if (!present(t.o)) throw InvalidArgument("o is absent");
     if (opt.lse_base != FC_LSE_LOG_E && opt.lse_base != FC_LSE_LOG_2)
       throw InvalidArgument("lse_base must be FC_LSE_LOG_E or FC_LSE_LOG_2 (leave lse absent for a kernel without one)");
     if (opt.max_rows < 1 || opt.tile_q < 1 || opt.tile_kv < 1) throw InvalidArgument("max_rows, tile_q and tile_kv must be positive");
@@ -515,7 +522,7 @@ fc_status fc_reference(const fc_attention2* pa, const fc_tensors* tin, const fc_
     need(tin, "tensors");
     check_struct_size(tin->struct_size, sizeof(fc_tensors), "fc_tensors");
     need(o, "o");
-    if (!present(*o)) throw InvalidArgument("o (the output view) is absent (its data is NULL)");
+    if (!present(*o)) throw InvalidArgument("o (the output view) is absent");
     const fc_tensor_view* lse_out = lse && present(*lse) ? lse : nullptr;
     Inputs in;
     const Placement pl = place_all(p, *tin, o, FC_F64, lse_out, FC_F64, in);
