@@ -7,8 +7,10 @@
 // call() with those buffers described as the runner's strided arguments (KernelArgs); a runner
 // that stages problem model 2 (strided buffers and side tensors) calls call() with its own
 // KernelArgs, and unsupported() then stops refusing variants. Until the campaign draws a variant
-// the options allow, fc_fuzz2 refuses the options (undrawn_variants), never pretending to test it.
+// the options allow and hands it over, fc_fuzz2 refuses the options (unserved_variants), never
+// pretending to test it.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,41 +79,53 @@ class CallbackVariant2 final : public Variant {
   void* user_;
 };
 
-// The variants `caps` allows that the campaign does not draw in its first cases: a generator that
-// does not know a variant yet (or options that exclude it, e.g. descales without an fp8 dtype)
-// would otherwise leave it out of every case without a word. About half the cases carry each
-// allowed variant, so 512 draws miss one by chance with probability far below 2^-100.
-std::vector<std::string> undrawn_variants(const Capabilities& caps, const fc_fuzz_options& o) {
+// The variants a campaign allows (the variant's caps) that it would never hand the callback: not
+// drawn in its first cases (a generator that does not know a variant yet, or options that exclude
+// it), or drawn only in problems the variant refuses (this build's runner carries plain problems
+// only), which the campaign would count as declined. Either would leave the variant out of every
+// case without a word. About half the cases carry each allowed variant, so 512 draws miss one by
+// chance with probability far below 2^-100. Each entry is "name" or "name (why it is refused)".
+std::vector<std::string> unserved_variants(const CallbackVariant2& variant, const fc_fuzz_options& o) {
+  const Capabilities& caps = variant.caps();
   struct Want {
     std::string name;
     std::function<bool(const Problem&)> drawn;
+    std::optional<std::string> refused;  // why a problem of it that was drawn is not handed over
   };
   std::vector<Want> want;
-  if (caps.windows) want.push_back({"windows", [](const Problem& p) { return !p.window.none(); }});
-  if (caps.softcap) want.push_back({"softcap", [](const Problem& p) { return p.softcap != 0; }});
+  if (caps.windows) want.push_back({"windows", [](const Problem& p) { return !p.window.none(); }, {}});
+  if (caps.softcap) want.push_back({"softcap", [](const Problem& p) { return p.softcap != 0; }, {}});
   for (Alibi a : caps.alibi)
-    want.push_back({"alibi " + std::string(to_string(a)), [a](const Problem& p) { return p.alibi == a; }});
-  if (caps.alibi_per_batch) want.push_back({"alibi_per_batch", [](const Problem& p) { return p.alibi_per_batch; }});
-  if (caps.sinks) want.push_back({"sinks", [](const Problem& p) { return p.sinks; }});
+    want.push_back({"alibi " + std::string(to_string(a)), [a](const Problem& p) { return p.alibi == a; }, {}});
+  if (caps.alibi_per_batch) want.push_back({"alibi_per_batch", [](const Problem& p) { return p.alibi_per_batch; }, {}});
+  if (caps.sinks) want.push_back({"sinks", [](const Problem& p) { return p.sinks; }, {}});
   for (Layout l : caps.layouts)
-    if (l != Layout::bhsd) want.push_back({"layout " + std::string(to_string(l)), [l](const Problem& p) { return p.layout == l; }});
-  if (caps.seqused) want.push_back({"seqused", [](const Problem& p) { return !p.seqused_kv.empty(); }});
-  if (caps.paged) want.push_back({"paged", [](const Problem& p) { return p.paged(); }});
+    if (l != Layout::bhsd)
+      want.push_back({"layout " + std::string(to_string(l)), [l](const Problem& p) { return p.layout == l; }, {}});
+  if (caps.seqused) want.push_back({"seqused", [](const Problem& p) { return !p.seqused_kv.empty(); }, {}});
+  if (caps.paged) want.push_back({"paged", [](const Problem& p) { return p.paged(); }, {}});
   for (DType d : caps.dtypes)
-    if (is_fp8(d)) want.push_back({"dtype " + std::string(to_string(d)), [d](const Problem& p) { return p.dtype == d; }});
+    if (is_fp8(d)) want.push_back({"dtype " + std::string(to_string(d)), [d](const Problem& p) { return p.dtype == d; }, {}});
   for (DType d : caps.out_dtypes)
     if (d != DType::bf16)
-      want.push_back({"out_dtype " + std::string(to_string(d)), [d](const Problem& p) { return is_fp8(p.dtype) && p.o_dtype() == d; }});
+      want.push_back({"out_dtype " + std::string(to_string(d)),
+                       [d](const Problem& p) { return is_fp8(p.dtype) && p.o_dtype() == d; }, {}});
   for (Descale d : caps.descales)
-    want.push_back({"descale " + std::string(to_string(d)), [d](const Problem& p) { return p.descale == d; }});
+    want.push_back({"descale " + std::string(to_string(d)), [d](const Problem& p) { return p.descale == d; }, {}});
   if (want.empty()) return {};
   const ProblemSpace space = space_for(caps, campaign_from(o));
   for (int64_t i = 0; i < 512 && !want.empty(); ++i) {
     const Problem p = campaign_case(space, o.seed, i).problem;
-    std::erase_if(want, [&](const Want& w) { return w.drawn(p); });
+    const std::optional<std::string> refused = variant.unsupported(p);
+    std::erase_if(want, [&](Want& w) {
+      if (!w.drawn(p)) return false;
+      if (!refused) return true;  // drawn and handed over
+      w.refused = *refused;
+      return false;
+    });
   }
   std::vector<std::string> names;
-  for (const Want& w : want) names.push_back(w.name);
+  for (const Want& w : want) names.push_back(w.refused ? w.name + " (drawn, but " + *w.refused + ")" : w.name);
   return names;
 }
 
@@ -164,16 +178,16 @@ fc_status fc_fuzz2(fc_kernel_callback2 kernel, void* user, const fc_fuzz_options
     *out = nullptr;
     need(reinterpret_cast<const void*>(kernel), "kernel");
     const fc_fuzz_options o = read_fuzz_options(opt);
-    Capabilities caps = caps_from(o);
-    const std::vector<std::string> missing = undrawn_variants(caps, o);
+    const std::string name = printable_line(o.name && *o.name ? o.name : "kernel");
+    const CallbackVariant2 variant(name, caps_from(o), kernel, user);
+    const std::vector<std::string> missing = unserved_variants(variant, o);
     if (!missing.empty()) {
       std::string list;
       for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
-      throw CannotTest("the options allow " + list + ", which this build's campaign did not draw in 512 cases (its generators "
-                       "do not draw them yet, or the other options exclude them): refusing rather than fuzzing without them");
+      throw CannotTest("the options allow " + list + ", which this build's campaign did not hand the callback in 512 cases "
+                       "(its generators do not draw them yet, the other options exclude them, or its runner cannot stage "
+                       "them): refusing rather than fuzzing without them");
     }
-    const std::string name = printable_line(o.name && *o.name ? o.name : "kernel");
-    const CallbackVariant2 variant(name, std::move(caps), kernel, user);
     auto c = run_callback_campaign(variant, o);
     c->failure_lengths.resize(c->failures.size());
     *out = c.release();
