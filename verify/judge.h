@@ -36,6 +36,10 @@ struct KernelOutput {
   // Canary bytes around o and lse that changed, when the caller fenced the buffers (the harness);
   // absent when nobody could look (an output file).
   std::optional<int64_t> oob_writes;
+  // Elements of o and lse outside every logical row (THD padding past cu_seqlens_q[-1]) that a
+  // kernel wrote: they held the poison before it ran and no longer do. Absent when nobody could
+  // tell (the padding was never poisoned, or there is none).
+  std::optional<int64_t> padding_written;
 };
 
 struct JudgeOptions {
