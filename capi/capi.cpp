@@ -2,121 +2,50 @@
 // fc_check decodes the caller's buffers and calls verify/judge.h; fc_fuzz wraps the callback as a
 // host-memory runner Variant (as runner/plugin_loader.cpp wraps a plugin) and runs the very
 // campaign `flashcheck run` runs, so the same seed draws the same problems and failures shrink alike.
+// This file: the API 1-2 entries, reports, campaigns and the options both generations read.
+// Problem model 2's entries: capi/problem2.cpp (the problem struct), capi/tensors2.cpp (views,
+// fc_check2, fc_reference, fc_make_inputs2), capi/fuzz2.cpp (fc_fuzz2).
 #include "capi/flashcheck.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "capi/capi_internal.h"
 #include "runner/campaign.h"
 #include "runner/registry.h"
 #include "verify/judge.h"
 #include "verify/report_html.h"
 #include "verify/untrusted_text.h"
 
-struct fc_report {
-  flashcheck::Report report;
-  std::string text, json, html;  // rendered on demand; kept so the returned pointers stay valid
-};
-
-struct fc_campaign {
-  std::string name;
-  uint64_t seed = 0;
-  flashcheck::VariantSummary summary;
-  std::vector<std::unique_ptr<fc_report>> failures;  // one per summary.failures entry
-  std::string log, json;
-};
-
-namespace flashcheck {
-namespace {
-
-thread_local std::string g_error;
-thread_local std::string g_callback_error;
-
-// What fc_last_error() returns: one printable line (a caller shows it; it may quote a path or a
-// kernel's message). Never throws: it runs inside catch handlers at the C boundary.
-void set_error(std::string_view what) noexcept {
-  try {
-    g_error = printable_line(what);
-  } catch (...) {
-    g_error.clear();  // no memory even for the message: an empty one beats an exception into C
-  }
-}
-
-// The entries that return a value rather than an fc_status: whatever is thrown inside stays
-// inside, the error is kept for fc_last_error(), and the caller gets `fallback`.
-template <class T, class F>
-T caught(T fallback, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    set_error("out of memory");
-  } catch (const std::exception& e) {
-    set_error(e.what());
-  } catch (...) {
-    set_error("unknown error");
-  }
-  return fallback;
-}
-
-// A callback asked to stop. Deliberately no std::exception: the campaign's per-case handler counts
-// std::exceptions as kernel errors, and this must pass through it (and through shrinking) to fc_fuzz.
-struct CallbackAbort {
-  std::string why;
-};
-
-struct InvalidArgument : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
-
-// Every entry returning an fc_status runs its body here: no exception crosses into C (where it
-// would call std::terminate in the host process: a Python interpreter, a test runner).
-template <class F>
-fc_status guarded(F&& f) noexcept {
-  try {
-    f();
-    return FC_OK;
-  } catch (const CannotTest& e) {
-    set_error(e.what());
-    return FC_ERR_CANNOT_TEST;
-  } catch (const std::invalid_argument& e) {  // InvalidArgument, InvalidProblem, parse errors
-    set_error(e.what());
-    return FC_ERR_INVALID;
-  } catch (const CallbackAbort& e) {
-    try {
-      set_error("the kernel callback aborted the campaign" + (e.why.empty() ? std::string() : ": " + e.why));
-    } catch (...) {
-      set_error("the kernel callback aborted the campaign");
-    }
-    return FC_ERR_ABORTED;
-  } catch (const std::bad_alloc&) {
-    set_error("out of memory");
-    return FC_ERR_INTERNAL;
-  } catch (const std::exception& e) {
-    set_error(e.what());
-    return FC_ERR_INTERNAL;
-  } catch (...) {
-    set_error("unknown error");
-    return FC_ERR_INTERNAL;
-  }
-}
-
-void need(const void* p, const char* what) {
-  if (!p) throw InvalidArgument(std::string(what) + " is NULL");
-}
+namespace flashcheck::capi {
 
 DType to_dtype(int32_t d) {
   switch (d) {
     case FC_F32: return DType::f32;
     case FC_F16: return DType::f16;
     case FC_BF16: return DType::bf16;
+    case FC_E4M3: return DType::e4m3;
+    case FC_E5M2: return DType::e5m2;
   }
-  throw InvalidArgument("dtype " + std::to_string(d) + " is not FC_F32, FC_F16 or FC_BF16");
+  throw InvalidArgument("dtype " + std::to_string(d) + " is not FC_F32, FC_F16, FC_BF16, FC_E4M3 or FC_E5M2");
+}
+
+int32_t from_dtype(DType d) {
+  switch (d) {
+    case DType::f32: return FC_F32;
+    case DType::f16: return FC_F16;
+    case DType::bf16: return FC_BF16;
+    case DType::e4m3: return FC_E4M3;
+    case DType::e5m2: return FC_E5M2;
+  }
+  return FC_F32;
 }
 
 Causal to_causal(int32_t c) {
@@ -126,6 +55,10 @@ Causal to_causal(int32_t c) {
     case FC_MASK_BOTTOM_RIGHT: return Causal::bottom_right;
   }
   throw InvalidArgument("causal " + std::to_string(c) + " is not FC_MASK_NONE, FC_MASK_TOP_LEFT or FC_MASK_BOTTOM_RIGHT");
+}
+
+int32_t from_causal(Causal c) {
+  return c == Causal::none ? FC_MASK_NONE : c == Causal::top_left ? FC_MASK_TOP_LEFT : FC_MASK_BOTTOM_RIGHT;
 }
 
 Dist to_dist(int32_t d) {
@@ -145,6 +78,187 @@ EmptyRowLse to_empty(int32_t e) {
   throw InvalidArgument("empty_row_lse " + std::to_string(e) + " is not FC_EMPTY_NEG_INF or FC_EMPTY_POS_INF");
 }
 
+AlibiLse to_alibi_lse(int32_t a) {
+  if (a == FC_LSE_ALIBI_EXACT) return AlibiLse::exact;
+  if (a == FC_LSE_ALIBI_KEY_OFFSET) return AlibiLse::key_offset;
+  throw InvalidArgument("alibi_lse " + std::to_string(a) + " is not FC_LSE_ALIBI_EXACT or FC_LSE_ALIBI_KEY_OFFSET");
+}
+
+// API 2's option structs end where API 3's fields begin (their tail padding became a reserved
+// field): what a binary built against API 2 sets struct_size to, and all its init functions write.
+constexpr size_t kCheckOptionsApi2 = offsetof(fc_check_options, alibi_lse);
+constexpr size_t kFuzzOptionsApi2 = offsetof(fc_fuzz_options, windows);
+static_assert(kCheckOptionsApi2 == 48 && kFuzzOptionsApi2 == 136, "API 2's layouts are frozen");
+
+fc_check_options check_defaults() {
+  fc_check_options o{};
+  o.struct_size = sizeof(fc_check_options);
+  o.lse_base = FC_LSE_LOG_E;
+  o.empty_row_lse = FC_EMPTY_NEG_INF;
+  o.max_rows = kDefaultMaxRows;
+  o.tile_q = o.tile_kv = 128;
+  o.alibi_lse = FC_LSE_ALIBI_EXACT;
+  return o;
+}
+
+fc_check_options read_check_options(const fc_check_options* opt) {
+  return read_struct(opt, check_defaults(), kCheckOptionsApi2, "fc_check_options");
+}
+
+fc_fuzz_options fuzz_defaults() {
+  const CampaignOptions c;
+  fc_fuzz_options o{};
+  o.struct_size = sizeof(fc_fuzz_options);
+  o.name = "kernel";
+  o.cases = c.cases;
+  o.seed = c.seed;
+  o.max_seq = c.max_seq;
+  o.max_work = c.max_work;
+  o.max_rows = c.max_rows;
+  o.dtypes = (1u << FC_F32) | (1u << FC_F16) | (1u << FC_BF16);
+  o.causals = (1u << FC_MASK_NONE) | (1u << FC_MASK_TOP_LEFT) | (1u << FC_MASK_BOTTOM_RIGHT);
+  o.dv_ne_dqk = 1;
+  o.gqa = 1;
+  o.lse_base = FC_LSE_LOG_E;
+  o.empty_row_lse = FC_EMPTY_NEG_INF;
+  o.tile_q = o.tile_kv = 128;
+  o.shrink = 1;
+  o.fail_fast = 0;
+  o.max_failures = c.max_failures_kept;
+  o.progress = 0;
+  o.layouts = 1u << FC_BHSD;
+  o.alibi_lse = FC_LSE_ALIBI_EXACT;
+  return o;
+}
+
+fc_fuzz_options read_fuzz_options(const fc_fuzz_options* opt) {
+  need(opt, "options");
+  return read_struct(opt, fuzz_defaults(), kFuzzOptionsApi2, "fc_fuzz_options");
+}
+
+namespace {
+
+// A mask of `bits` allowed values (bit i: constant i), as the values; `none_ok`: 0 is allowed.
+std::vector<int32_t> mask_values(uint32_t mask, int32_t bits, const char* what) {
+  if (mask >> bits) throw InvalidArgument(std::string(what) + " mask " + std::to_string(mask) + " names an unknown value");
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < bits; ++i)
+    if (mask & (1u << i)) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+Capabilities caps_from(const fc_fuzz_options& o) {
+  Capabilities c;
+  c.memory = Memory::host;
+  if (o.dtypes == 0) throw InvalidArgument("dtypes mask 0 names no dtype");
+  if (o.causals == 0) throw InvalidArgument("causals mask 0 names no mask");
+  // Bit order is FC_F32, FC_F16, FC_BF16 (then fp8) and FC_MASK_NONE, _TOP_LEFT, _BOTTOM_RIGHT: the
+  // order of Capabilities' defaults, which the generators draw from by position.
+  c.dtypes.clear();
+  for (int32_t d : mask_values(o.dtypes, 5, "dtypes")) c.dtypes.push_back(to_dtype(d));
+  c.causals.clear();
+  for (int32_t m : mask_values(o.causals, 3, "causals")) c.causals.push_back(to_causal(m));
+  if (o.head_dims) {
+    if (o.num_head_dims < 1) throw InvalidArgument("head_dims is given with num_head_dims < 1");
+    c.head_dims.assign(o.head_dims, o.head_dims + o.num_head_dims);
+    for (int64_t d : c.head_dims)
+      if (d < 1) throw InvalidArgument("head dim " + std::to_string(d) + " is not positive");
+  }
+  c.dv_ne_dqk = o.dv_ne_dqk != 0;
+  c.gqa = o.gqa != 0;
+  if (o.lse_base == FC_LSE_LOG_E) c.lse_base = LseBase::e;
+  else if (o.lse_base == FC_LSE_LOG_2) c.lse_base = LseBase::two;
+  else if (o.lse_base == FC_LSE_ABSENT) c.lse_base = LseBase::none;
+  else throw InvalidArgument("lse_base " + std::to_string(o.lse_base) + " is not an FC_LSE_*");
+  c.empty_lse = to_empty(o.empty_row_lse);
+  if (o.tile_q < 1 || o.tile_kv < 1) throw InvalidArgument("tile_q and tile_kv must be positive");
+  c.tiles = {{0, o.tile_q, o.tile_kv}};
+  // Problem model 2 (API 3 fields; an API 2 struct has the defaults: none).
+  c.windows = o.windows != 0;
+  c.softcap = o.softcap != 0;
+  for (int32_t a : mask_values(o.alibi, 3, "alibi")) {
+    if (a == FC_BIAS_NONE) throw InvalidArgument("alibi mask names FC_BIAS_NONE; name the forms computed (0: no ALiBi)");
+    c.alibi.push_back(a == FC_BIAS_ALIBI_SYMMETRIC ? Alibi::symmetric : Alibi::signed_);
+  }
+  c.alibi_per_batch = o.alibi_per_batch != 0;
+  if (c.alibi_per_batch && c.alibi.empty()) throw InvalidArgument("alibi_per_batch without an ALiBi form in alibi");
+  c.sinks = o.sinks != 0;
+  if (o.layouts != 0) {
+    c.layouts.clear();
+    for (int32_t l : mask_values(o.layouts, 3, "layouts")) c.layouts.push_back(static_cast<Layout>(l));  // FC_BHSD.. = Layout's order
+  }
+  c.seqused = o.seqused != 0;
+  c.paged = o.paged != 0;
+  if (o.page_sizes) {
+    if (!c.paged) throw InvalidArgument("page_sizes given without paged");
+    if (o.num_page_sizes < 1) throw InvalidArgument("page_sizes is given with num_page_sizes < 1");
+    c.page_sizes.assign(o.page_sizes, o.page_sizes + o.num_page_sizes);
+    for (int64_t s : c.page_sizes)
+      if (s < 1) throw InvalidArgument("page size " + std::to_string(s) + " is not positive");
+  }
+  if (o.out_dtypes != 0) {
+    c.out_dtypes.clear();
+    for (int32_t d : mask_values(o.out_dtypes, 3, "out_dtypes")) {
+      if (d != FC_BF16 && d != FC_F16) throw InvalidArgument("out_dtypes may name FC_BF16 and FC_F16 only (fp8 outputs)");
+      c.out_dtypes.push_back(to_dtype(d));
+    }
+  }
+  for (int32_t d : mask_values(o.descales, 3, "descales")) {
+    if (d == FC_NO_DESCALE) continue;  // always taken
+    c.descales.push_back(d == FC_DESCALE_PER_TENSOR ? Descale::tensor : Descale::head);
+  }
+  c.alibi_lse = to_alibi_lse(o.alibi_lse);
+  return c;
+}
+
+CampaignOptions campaign_from(const fc_fuzz_options& o) {
+  if (o.cases < 1) throw InvalidArgument("cases must be at least 1");
+  if (o.max_seq < 1) throw InvalidArgument("max_seq must be at least 1");
+  if (o.max_rows < 1) throw InvalidArgument("max_rows must be at least 1");
+  if (!(o.max_work > 0)) throw InvalidArgument("max_work must be positive");
+  CampaignOptions c;
+  c.cases = o.cases;
+  c.seed = o.seed;
+  c.max_seq = o.max_seq;
+  c.max_work = o.max_work;
+  c.max_rows = o.max_rows;
+  c.shrink = o.shrink != 0;
+  c.fail_fast = o.fail_fast != 0;
+  c.progress = o.progress != 0;
+  c.max_failures_kept = std::max<int64_t>(o.max_failures, 0);
+  return c;
+}
+
+// The campaign's own reproduce lines name `flashcheck run --kernel`, which cannot run a callback:
+// a failure's report names its case instead, which fc_make_inputs rebuilds.
+std::string case_repro(const Case& c) {
+  return "problem \"" + to_string(c.problem) + "\" with inputs dist=" + std::string(to_string(c.dist)) +
+         " seed=" + std::to_string(c.seed) + " (fc_make_inputs / flashcheck.make_inputs rebuild them)";
+}
+
+std::unique_ptr<fc_campaign> run_callback_campaign(const Variant& variant, const fc_fuzz_options& o) {
+  const CampaignOptions copt = campaign_from(o);
+  auto c = std::make_unique<fc_campaign>();
+  c->name = variant.name();
+  c->seed = o.seed;
+  std::ostringstream log;
+  c->summary = run_campaign(variant, copt, log);
+  c->log = printable_block(log.str());  // the log quotes the callback's error messages
+  if (c->summary.unavailable) throw CannotTest("nothing to fuzz: " + *c->summary.unavailable);
+  for (CaseOutcome& f : c->summary.failures) {
+    auto r = std::make_unique<fc_report>();
+    f.report.repro = case_repro(f.c);
+    r->report = f.report;
+    c->failures.push_back(std::move(r));
+  }
+  return c;
+}
+
+namespace {
+
+// Problem model 1's struct: plain problems only (the variants have no field in it).
 Problem unchecked_problem(const fc_attention& a) {
   Problem p;
   p.batch = a.batch;
@@ -155,6 +269,9 @@ Problem unchecked_problem(const fc_attention& a) {
   p.head_dim_qk = a.head_dim_qk;
   p.head_dim_v = a.head_dim_v;
   p.dtype = to_dtype(a.dtype);
+  if (is_fp8(p.dtype))
+    throw InvalidArgument("dtype " + std::to_string(a.dtype) + " is fp8: fc_attention holds plain problems (FC_F32, FC_F16, "
+                          "FC_BF16); fp8 problems are fc_attention2's");
   p.causal = to_causal(a.causal);
   if (!std::isnan(a.scale)) p.scale = a.scale;
   return p;
@@ -168,6 +285,9 @@ Problem to_problem(const fc_attention* a) {
 }
 
 fc_attention to_c(const Problem& p, bool resolve_scale) {
+  if (!p.plain())
+    throw InvalidArgument("the problem \"" + to_string(p) + "\" has variants, which fc_attention cannot hold: use the "
+                          "API 3 entries (fc_attention2)");
   fc_attention a{};
   a.batch = p.batch;
   a.heads_q = p.heads_q;
@@ -176,8 +296,8 @@ fc_attention to_c(const Problem& p, bool resolve_scale) {
   a.seq_kv = p.seq_kv;
   a.head_dim_qk = p.head_dim_qk;
   a.head_dim_v = p.head_dim_v;
-  a.dtype = p.dtype == DType::f32 ? FC_F32 : p.dtype == DType::f16 ? FC_F16 : FC_BF16;
-  a.causal = p.causal == Causal::none ? FC_MASK_NONE : p.causal == Causal::top_left ? FC_MASK_TOP_LEFT : FC_MASK_BOTTOM_RIGHT;
+  a.dtype = from_dtype(p.dtype);
+  a.causal = from_causal(p.causal);
   a.scale = resolve_scale ? p.softmax_scale() : p.scale.value_or(std::numeric_limits<double>::quiet_NaN());
   return a;
 }
@@ -228,59 +348,13 @@ class CallbackVariant final : public Variant {
   void* user_;
 };
 
-void check_struct_size(uint32_t got, size_t want, const char* what) {
-  if (got < want)
-    throw InvalidArgument(std::string(what) + ".struct_size is " + std::to_string(got) + ", this library needs at least " +
-                          std::to_string(want) + " (initialise it with " + what + "_init)");
-}
-
-Capabilities caps_from(const fc_fuzz_options& o) {
-  Capabilities c;
-  c.memory = Memory::host;
-  if (o.dtypes == 0 || (o.dtypes & ~7u)) throw InvalidArgument("dtypes mask " + std::to_string(o.dtypes) + " names no dtype or an unknown one");
-  if (o.causals == 0 || (o.causals & ~7u)) throw InvalidArgument("causals mask " + std::to_string(o.causals) + " names no mask or an unknown one");
-  // Bit order is FC_F32, FC_F16, FC_BF16 and FC_MASK_NONE, _TOP_LEFT, _BOTTOM_RIGHT: the order of
-  // Capabilities' defaults, which the generators draw from by position.
-  c.dtypes.clear();
-  for (int32_t d = 0; d < 3; ++d)
-    if (o.dtypes & (1u << d)) c.dtypes.push_back(to_dtype(d));
-  c.causals.clear();
-  for (int32_t m = 0; m < 3; ++m)
-    if (o.causals & (1u << m)) c.causals.push_back(to_causal(m));
-  if (o.head_dims) {
-    if (o.num_head_dims < 1) throw InvalidArgument("head_dims is given with num_head_dims < 1");
-    c.head_dims.assign(o.head_dims, o.head_dims + o.num_head_dims);
-    for (int64_t d : c.head_dims)
-      if (d < 1) throw InvalidArgument("head dim " + std::to_string(d) + " is not positive");
-  }
-  c.dv_ne_dqk = o.dv_ne_dqk != 0;
-  c.gqa = o.gqa != 0;
-  if (o.lse_base == FC_LSE_LOG_E) c.lse_base = LseBase::e;
-  else if (o.lse_base == FC_LSE_LOG_2) c.lse_base = LseBase::two;
-  else if (o.lse_base == FC_LSE_ABSENT) c.lse_base = LseBase::none;
-  else throw InvalidArgument("lse_base " + std::to_string(o.lse_base) + " is not an FC_LSE_*");
-  c.empty_lse = to_empty(o.empty_row_lse);
-  if (o.tile_q < 1 || o.tile_kv < 1) throw InvalidArgument("tile_q and tile_kv must be positive");
-  c.tiles = {{0, o.tile_q, o.tile_kv}};
-  return c;
-}
-
-CampaignOptions campaign_from(const fc_fuzz_options& o) {
-  if (o.cases < 1) throw InvalidArgument("cases must be at least 1");
-  if (o.max_seq < 1) throw InvalidArgument("max_seq must be at least 1");
-  if (o.max_rows < 1) throw InvalidArgument("max_rows must be at least 1");
-  if (!(o.max_work > 0)) throw InvalidArgument("max_work must be positive");
-  CampaignOptions c;
-  c.cases = o.cases;
-  c.seed = o.seed;
-  c.max_seq = o.max_seq;
-  c.max_work = o.max_work;
-  c.max_rows = o.max_rows;
-  c.shrink = o.shrink != 0;
-  c.fail_fast = o.fail_fast != 0;
-  c.progress = o.progress != 0;
-  c.max_failures_kept = std::max<int64_t>(o.max_failures, 0);
-  return c;
+// fc_fuzz's callback takes fc_attention: plain problems in f32/f16/bf16 only.
+void refuse_model2(const Capabilities& c) {
+  for (DType d : c.dtypes)
+    if (is_fp8(d)) throw InvalidArgument("fc_fuzz's callback takes plain problems: fp8 dtypes need fc_fuzz2");
+  if (c.windows || c.softcap || !c.alibi.empty() || c.sinks || c.layouts != std::vector<Layout>{Layout::bhsd} || c.seqused ||
+      c.paged || !c.descales.empty())
+    throw InvalidArgument("fc_fuzz's callback takes plain problems: the variants the options allow need fc_fuzz2");
 }
 
 fc_case case_to_c(const Case& c) {
@@ -289,36 +363,6 @@ fc_case case_to_c(const Case& c) {
   out.dist = from_dist(c.dist);
   out.input_seed = c.seed;
   return out;
-}
-
-// The campaign's own reproduce lines name `flashcheck run --kernel`, which cannot run a callback:
-// a failure's report names its case instead, which fc_make_inputs rebuilds.
-std::string case_repro(const Case& c) {
-  return "problem \"" + to_string(c.problem) + "\" with inputs dist=" + std::string(to_string(c.dist)) +
-         " seed=" + std::to_string(c.seed) + " (fc_make_inputs / flashcheck.make_inputs rebuild them)";
-}
-
-void fill_fuzz_defaults(fc_fuzz_options* o) {
-  const CampaignOptions c;
-  *o = fc_fuzz_options{};
-  o->struct_size = sizeof(fc_fuzz_options);
-  o->name = "kernel";
-  o->cases = c.cases;
-  o->seed = c.seed;
-  o->max_seq = c.max_seq;
-  o->max_work = c.max_work;
-  o->max_rows = c.max_rows;
-  o->dtypes = (1u << FC_F32) | (1u << FC_F16) | (1u << FC_BF16);
-  o->causals = (1u << FC_MASK_NONE) | (1u << FC_MASK_TOP_LEFT) | (1u << FC_MASK_BOTTOM_RIGHT);
-  o->dv_ne_dqk = 1;
-  o->gqa = 1;
-  o->lse_base = FC_LSE_LOG_E;
-  o->empty_row_lse = FC_EMPTY_NEG_INF;
-  o->tile_q = o->tile_kv = 128;
-  o->shrink = 1;
-  o->fail_fast = 0;
-  o->max_failures = c.max_failures_kept;
-  o->progress = 0;
 }
 
 const char* campaign_json(const fc_campaign* c) {
@@ -340,9 +384,10 @@ const char* campaign_json(const fc_campaign* c) {
 }
 
 }  // namespace
-}  // namespace flashcheck
+}  // namespace flashcheck::capi
 
 using namespace flashcheck;
+using namespace flashcheck::capi;
 
 // Every entry below keeps C++ exceptions on this side: those that can fail run their bodies in
 // guarded() (an fc_status) or caught() (a fallback value); the others neither allocate nor throw.
@@ -395,14 +440,16 @@ const char* fc_dist_name(int32_t dist) {
   return to_string(kAllDists[dist]).data();  // string_views of literals: NUL-terminated
 }
 
+// A binary built against API 2 passes a struct of API 2's size: this writes that much and no more.
 void fc_check_options_init(fc_check_options* o) {
   if (!o) return;  // nothing in here allocates or throws
-  *o = fc_check_options{};
-  o->struct_size = sizeof(fc_check_options);
-  o->lse_base = FC_LSE_LOG_E;
-  o->empty_row_lse = FC_EMPTY_NEG_INF;
-  o->max_rows = kDefaultMaxRows;
-  o->tile_q = o->tile_kv = 128;
+  fc_check_options d = check_defaults();
+  d.struct_size = static_cast<uint32_t>(kCheckOptionsApi2);
+  std::memcpy(o, &d, kCheckOptionsApi2);
+}
+
+void fc_check_options_init2(fc_check_options* o) {
+  if (o) *o = check_defaults();
 }
 
 fc_status fc_check(const fc_attention* pa, const void* q, const void* k, const void* v, const void* o, const float* lse,
@@ -410,12 +457,7 @@ fc_status fc_check(const fc_attention* pa, const void* q, const void* k, const v
   return guarded([&] {
     need(out, "out");
     *out = nullptr;
-    fc_check_options opt;
-    fc_check_options_init(&opt);
-    if (opt_in) {
-      check_struct_size(opt_in->struct_size, sizeof(fc_check_options), "fc_check_options");
-      std::memcpy(&opt, opt_in, sizeof opt);
-    }
+    const fc_check_options opt = read_check_options(opt_in);
     const Problem p = to_problem(pa);
     need(q, "q");
     need(k, "k");
@@ -468,6 +510,7 @@ int32_t fc_report_worst(const fc_report* r, fc_location* out) {
   return 1;
 }
 
+// A problem with variants is refused by to_c: fc_report_problem2 gives it.
 fc_status fc_report_problem(const fc_report* r, fc_attention* out) {
   return guarded([&] {
     need(r, "report");
@@ -523,23 +566,34 @@ void fc_set_callback_error(const char* message) {
   });
 }
 
+// As fc_check_options_init: API 2's part only.
 void fc_fuzz_options_init(fc_fuzz_options* o) {
   if (!o) return;
   caught(0, [&] {
-    fill_fuzz_defaults(o);
+    fc_fuzz_options d = fuzz_defaults();
+    d.struct_size = static_cast<uint32_t>(kFuzzOptionsApi2);
+    std::memcpy(o, &d, kFuzzOptionsApi2);
     return 0;
   });
 }
 
+void fc_fuzz_options_init2(fc_fuzz_options* o) {
+  if (!o) return;
+  caught(0, [&] {
+    *o = fuzz_defaults();
+    return 0;
+  });
+}
 
 fc_status fc_draw_case(const fc_fuzz_options* opt, int64_t index, fc_case* out) {
   return guarded([&] {
-    need(opt, "options");
+    const fc_fuzz_options o = read_fuzz_options(opt);
     need(out, "out");
-    check_struct_size(opt->struct_size, sizeof(fc_fuzz_options), "fc_fuzz_options");
     if (index < 0) throw InvalidArgument("case index must not be negative");
-    const ProblemSpace space = space_for(caps_from(*opt), campaign_from(*opt));
-    *out = case_to_c(campaign_case(space, opt->seed, index));
+    const Capabilities caps = caps_from(o);
+    refuse_model2(caps);
+    const ProblemSpace space = space_for(caps, campaign_from(o));
+    *out = case_to_c(campaign_case(space, o.seed, index));
   });
 }
 
@@ -548,25 +602,12 @@ fc_status fc_fuzz(fc_kernel_callback kernel, void* user, const fc_fuzz_options* 
     need(out, "out");
     *out = nullptr;
     need(reinterpret_cast<const void*>(kernel), "kernel");
-    need(opt, "options");
-    check_struct_size(opt->struct_size, sizeof(fc_fuzz_options), "fc_fuzz_options");
-    const std::string name = printable_line(opt->name && *opt->name ? opt->name : "kernel");
-    const CallbackVariant variant(name, caps_from(*opt), kernel, user);
-    const CampaignOptions copt = campaign_from(*opt);
-    auto c = std::make_unique<fc_campaign>();
-    c->name = name;
-    c->seed = opt->seed;
-    std::ostringstream log;
-    c->summary = run_campaign(variant, copt, log);
-    c->log = printable_block(log.str());  // the log quotes the callback's error messages
-    if (c->summary.unavailable) throw CannotTest("nothing to fuzz: " + *c->summary.unavailable);
-    for (CaseOutcome& f : c->summary.failures) {
-      auto r = std::make_unique<fc_report>();
-      f.report.repro = case_repro(f.c);
-      r->report = f.report;
-      c->failures.push_back(std::move(r));
-    }
-    *out = c.release();
+    const fc_fuzz_options o = read_fuzz_options(opt);
+    const std::string name = printable_line(o.name && *o.name ? o.name : "kernel");
+    Capabilities caps = caps_from(o);
+    refuse_model2(caps);
+    const CallbackVariant variant(name, std::move(caps), kernel, user);
+    *out = run_callback_campaign(variant, o).release();
   });
 }
 

@@ -6,9 +6,12 @@
  * with the same generators and case numbering as `flashcheck run`, so a seed names the same
  * problems in both.
  *
- * Tensors are contiguous BHSD host memory in the problem's dtype, as raw bits (bf16 and f16 as
- * 16-bit patterns, f32 as IEEE single): q [B,Hq,Sq,Dqk], k [B,Hkv,Skv,Dqk], v [B,Hkv,Skv,Dv],
- * o [B,Hq,Sq,Dv]; lse [B,Hq,Sq] is always f32. Query head h reads KV head h / (Hq / Hkv).
+ * API 1-2 entries (fc_attention, fc_check, fc_fuzz): tensors are contiguous BHSD host memory in the
+ * problem's dtype, as raw bits (bf16 and f16 as 16-bit patterns, f32 as IEEE single):
+ * q [B,Hq,Sq,Dqk], k [B,Hkv,Skv,Dqk], v [B,Hkv,Skv,Dv], o [B,Hq,Sq,Dv]; lse [B,Hq,Sq] is always
+ * f32. Query head h reads KV head h / (Hq / Hkv). The entries whose names end in 2 (API 3) take
+ * problem model 2 — windows, softcap, ALiBi, sinks, varlen, paged caches, any strided layout, fp8 —
+ * with every tensor described by an fc_tensor_view (see "Problem model 2" below).
  *
  * Conventions: functions return an fc_status; on anything but FC_OK, fc_last_error() says what was
  * wrong (per thread). Handles are opaque and freed by their own fc_*_free. Strings returned by an
@@ -16,7 +19,11 @@
  *
  * Versioning: FLASHCHECK_API_VERSION is the version this header describes; fc_api_version() is the
  * library's. Option structs start with struct_size (set by their *_init function), so a later
- * version can append fields and still read an older caller's struct.
+ * version can append fields and still read an older caller's struct. A struct's *_init function
+ * writes the fields of the API version it was introduced in and never more (a binary built against
+ * an older header passes a smaller struct); fields appended later have their own *_init2 that
+ * writes the whole struct. A library reads only the fields struct_size covers and takes defaults for
+ * the rest, so a caller of API 2 keeps working, unchanged, with this library.
  */
 #ifndef FLASHCHECK_H
 #define FLASHCHECK_H
@@ -28,7 +35,10 @@
 extern "C" {
 #endif
 
-#define FLASHCHECK_API_VERSION 2u /* 2: FC_CALLBACK_DECLINE */
+/* 2: FC_CALLBACK_DECLINE. 3: problem model 2 (fc_attention2, fc_tensor_view, fc_check2,
+ * fc_reference, fc_make_inputs2, fc_fuzz2 over fc_kernel_callback2) and the options' API 3 fields;
+ * every API 2 entry keeps its behaviour and its structs' API 2 layout. */
+#define FLASHCHECK_API_VERSION 3u
 uint32_t fc_api_version(void);
 
 /* Status codes. */
@@ -41,10 +51,17 @@ typedef int32_t fc_status;
 /* The message of this thread's last failed call ("" if none). */
 const char* fc_last_error(void);
 
-/* Element types (the same values as the plugin ABI's fc_dtype). */
+/* Element types (the same values as the plugin ABI's fc_dtype). fp8 (OCP e4m3 "fn" and e5m2) are
+ * input types of problem model 2 only; FC_I32/FC_I64 are the integer side tensors' (cu_seqlens,
+ * block tables) and FC_F64 the type fc_reference writes. */
 #define FC_F32 0
 #define FC_F16 1
 #define FC_BF16 2
+#define FC_E4M3 3 /* since API 3 */
+#define FC_E5M2 4 /* since API 3 */
+#define FC_I32 5  /* since API 3 */
+#define FC_I64 6  /* since API 3 */
+#define FC_F64 7  /* since API 3 */
 /* Causal masks. top_left: key j visible to query i iff j <= i; bottom_right: iff j <= i + Skv - Sq. */
 #define FC_MASK_NONE 0
 #define FC_MASK_TOP_LEFT 1
@@ -63,6 +80,29 @@ const char* fc_last_error(void);
 #define FC_DIST_OUTLIER_KEYS 3
 #define FC_DIST_CONSTANT_ROWS 4
 #define FC_DIST_EQUAL_SCORES 5
+/* Problem model 2 (API 3). The names differ from the plugin ABI's enumerators (FC_LAYOUT_BHSD, ...)
+ * so that both headers can be included in one file; the values are the same. */
+/* Where q, k, v, o live: [B,H,S,D], [B,S,H,D] (FlashAttention's native), packed [T,H,D]. */
+#define FC_BHSD 0
+#define FC_BSHD 1
+#define FC_THD 2
+/* ALiBi: symmetric -slope*|i + d - j| (FlashAttention; d = Skv - Sq unless top_left), signed
+ * slope*(j - i) (FlashInfer, cuDNN). */
+#define FC_BIAS_NONE 0
+#define FC_BIAS_ALIBI_SYMMETRIC 1
+#define FC_BIAS_ALIBI_SIGNED 2
+/* How a kernel's LSE relates to ALiBi: exact, or FlashAttention 2's causal slope*j (LSE + slope*(i + d)). */
+#define FC_LSE_ALIBI_EXACT 0
+#define FC_LSE_ALIBI_KEY_OFFSET 1
+/* fp8 descale factors: none, one per tensor [1], one per (batch, KV head) [B, Hkv]. */
+#define FC_NO_DESCALE 0
+#define FC_DESCALE_PER_TENSOR 1
+#define FC_DESCALE_PER_HEAD 2
+/* How fc_make_inputs2 draws a paged cache's block table: pages in order, shuffled, or shuffled with
+ * later sequences sharing sequence 0's full leading pages (prefix caching). */
+#define FC_PAGES_IN_ORDER 0
+#define FC_PAGES_SHUFFLED 1
+#define FC_PAGES_SHARED 2
 
 /* One attention problem. */
 typedef struct {
@@ -95,8 +135,14 @@ typedef struct {
   int64_t max_rows;               /* rows per (b, h) checked before sampling (default 4096) */
   int64_t tile_q, tile_kv;        /* the kernel's tiles, to name the worst element's (default 128) */
   int32_t error_maps;             /* nonzero: keep the per-element error maps the HTML page draws */
+  /* API 3 (read only when struct_size covers them; fc_check_options_init2 sets them). */
+  int32_t reserved_api2_padding;  /* was the struct's tail padding in API 2: never read */
+  int32_t alibi_lse;              /* FC_LSE_ALIBI_EXACT (default) | FC_LSE_ALIBI_KEY_OFFSET */
 } fc_check_options;
+/* API 2's fields only, struct_size = their size: what a binary built against API 2 calls. */
 void fc_check_options_init(fc_check_options* opt);
+/* Every field of this header's fc_check_options (since API 3). */
+void fc_check_options_init2(fc_check_options* opt);
 
 /* Judges o (and lse, or NULL) for problem p against the fp64 oracle. opt NULL: defaults. On FC_OK
  * *out is a new report (pass or fail); free it with fc_report_free. */
@@ -121,6 +167,118 @@ const char* fc_report_html(const fc_report* r);                       /* one sel
 /* Sets the command the text, JSON and HTML name as the reproduction. */
 fc_status fc_report_set_repro(fc_report* r, const char* command);
 void fc_report_free(fc_report* r);
+
+/* ---- Problem model 2 (API 3) ---- */
+
+/* One problem of model 2: plain attention plus the variants kernels ship. Per query row i and key j
+ * of sequence b (Sq its queries, Skv its used keys; d = Skv - Sq, or 0 for top_left):
+ *   s = scale * q.k (fp8: q, k, v each times its descale first) -> softcap c*tanh(s/c) -> mask
+ *   (window: visible iff i + d - left <= j <= i + d + right, inclusive, -1 unbounded; a causal mode
+ *   makes right min(right, 0)) -> + ALiBi bias -> softmax with each sink logit in the denominator
+ *   (no value). A row that sees no key: O = 0, LSE = -inf.
+ * Per-sequence lengths are FlashAttention's int32 arrays, read for batch (+ 1) entries, NULL when
+ * the problem has none of that kind:
+ *   layout FC_THD: cu_seqlens_q [B+1] (from 0, non-decreasing) and, unless paged, cu_seqlens_k [B+1];
+ *   paged (page_size > 0): cache_seqlens [B], the keys each sequence holds in its pages;
+ *   seqused_k [B]: the keys each sequence uses, at most those stored (not with a paged cache).
+ * seq_q and seq_kv are the dense lengths (Sq of every sequence; Skv stored); where a list gives the
+ * lengths they are ignored on input and set to the longest on output. */
+typedef struct {
+  uint32_t struct_size; /* sizeof(fc_attention2), set by fc_attention2_init */
+  int64_t batch, heads_q, heads_kv, seq_q, seq_kv, head_dim_qk, head_dim_v;
+  int32_t dtype;           /* of q, k, v: FC_F32 | FC_F16 | FC_BF16 | FC_E4M3 | FC_E5M2 */
+  int32_t out_dtype;       /* of o: -1 the default (the dtype; bf16 for fp8 inputs), or FC_F16 for fp8 */
+  int32_t causal;          /* FC_MASK_* */
+  int32_t layout;          /* FC_BHSD | FC_BSHD | FC_THD: of q and o (and of k, v unless paged) */
+  double scale;            /* NaN: 1/sqrt(head_dim_qk). A callback always gets it resolved. */
+  int64_t window_left, window_right; /* -1: unbounded; (-1, -1): no window */
+  double softcap;          /* c > 0: s -> c*tanh(s/c); 0: none */
+  int32_t alibi;           /* FC_BIAS_* */
+  int32_t alibi_per_batch; /* slopes [B, Hq] instead of [Hq] */
+  int32_t sinks;           /* one logit per query head (fc_tensors.sinks) */
+  int32_t descale;         /* FC_NO_DESCALE | FC_DESCALE_PER_TENSOR | FC_DESCALE_PER_HEAD (fp8 only) */
+  int64_t page_size;       /* > 0: k, v are a paged cache [num_pages, page_size, Hkv, D] */
+  int32_t page_order;      /* FC_PAGES_*: how fc_make_inputs2 draws the block table */
+  int32_t reserved;        /* 0 */
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  const int32_t* seqused_k;
+  const int32_t* cache_seqlens;
+} fc_attention2;
+/* Plain attention: b=1 hq=hkv=1 sq=skv=1 dqk=dv=64 bf16 bhsd, no variant, default scale. */
+void fc_attention2_init(fc_attention2* p);
+
+/* The problem as the one line the CLI prints and accepts back (`--problem "..."`), variants
+ * included, e.g. "... layout=thd sq=3,0,17 skv=5,9,20 window=128,0 softcap=30 alibi=symmetric".
+ * Writes at most cap bytes (NUL included) and returns the full length; 0 (fc_last_error says why)
+ * when p cannot be read. */
+size_t fc_attention2_to_string(const fc_attention2* p, char* buf, size_t cap);
+/* Parses a line into *out (its struct_size set by the caller). The per-sequence lengths are written
+ * to lengths[0..cap) and out's length pointers point there; *needed (unless NULL) is set to the
+ * entries the line needs (at most 4*batch + 2): with a smaller cap the call fails, saying so, and
+ * can be retried with a larger buffer. */
+fc_status fc_attention2_parse(const char* line, fc_attention2* out, int32_t* lengths, size_t cap, size_t* needed);
+
+/* One tensor in host memory: its first element, dtype, shape and strides in elements. Any strided
+ * view whose last dimension is contiguous; strides must be non-negative and must not make two
+ * elements of it overlap. Shapes, per layout (dims no problem field fixes are free):
+ *   q  FC_BHSD [B,Hq,Sq,Dqk]  FC_BSHD [B,Sq,Hq,Dqk]  FC_THD [Tq,Hq,Dqk] (Tq >= cu_seqlens_q[B]: the
+ *      rows past it are padding, never read)
+ *   k  as q with Hkv and the keys stored (FC_THD: Tk >= cu_seqlens_k[B]); paged:
+ *      [num_pages, page_size, Hkv, Dqk], key j of sequence b being slot j % page_size of page
+ *      block_table[b][j / page_size]
+ *   v  as k with Dv;   o  as q with Dv, in the output dtype;   lse  [B,Hq,Sq], or [Hq,Tq] (FC_THD), FC_F32
+ *   alibi_slopes [Hq] or [B,Hq]; sinks [Hq]; descale_q/k/v [1] or [B,Hkv]: FC_F32
+ *   block_table [B, max_pages]: FC_I32 or FC_I64 (entries past a sequence's last page are not read) */
+typedef struct {
+  void* data;         /* inputs are only read. A view with data NULL and ndim 0 is absent; one of
+                       * zero elements may have data NULL. */
+  int32_t dtype;      /* FC_* element type */
+  int32_t ndim;       /* 1..4 */
+  int64_t shape[4];
+  int64_t strides[4]; /* in elements */
+} fc_tensor_view;
+
+/* Every tensor of one problem. */
+typedef struct {
+  uint32_t struct_size; /* sizeof(fc_tensors), set by fc_tensors_init */
+  fc_tensor_view q, k, v, o, lse;
+  fc_tensor_view alibi_slopes, sinks, descale_q, descale_k, descale_v, block_table;
+} fc_tensors;
+void fc_tensors_init(fc_tensors* t); /* every view absent (zeroed) */
+
+/* Judges t->o (and t->lse when present) for problem p against the fp64 oracle, as fc_check does for
+ * plain problems: the views are gathered into the logical layout through the storage layer that
+ * stages kernels' buffers (reference/storage.h), then the one judge. fp8 inputs are dequantized
+ * exactly (x * descale). opt NULL: defaults. Bad input is FC_ERR_INVALID with fc_last_error naming
+ * the field: a window bound below -1, a negative or NaN softcap, cu_seqlens_* not starting at 0,
+ * decreasing or ending past the tensor's rows, block_table entries negative or past the pages,
+ * page_size 0 with a block table, a descale of 0, NaN or Inf, slopes of the wrong length,
+ * overlapping or negative strides, a shape or dtype that does not fit. */
+fc_status fc_check2(const fc_attention2* p, const fc_tensors* t, const fc_check_options* opt, fc_report** out);
+
+/* The fp64 oracle (every variant, in fp64 with BLAS) for the inputs t->q, t->k, t->v and the side
+ * tensors (t->o and t->lse are not read): O into o (FC_F64, o's shape in the problem's layout) and
+ * LSE into lse (FC_F64, lse's shape; NULL or data NULL: not wanted), natural log. A row that sees no
+ * key has O = 0 and LSE = -inf; NaN/Inf inputs reach exactly the rows that see them. Elements no
+ * query row maps to (FC_THD padding rows past cu_seqlens_q[B]) are set to NaN: they are no row's
+ * output, and a kernel must not write them. */
+fc_status fc_reference(const fc_attention2* p, const fc_tensors* t, const fc_tensor_view* o, const fc_tensor_view* lse);
+
+/* The inputs flashcheck draws for (problem, distribution, seed) in the problem's own storage: q, k,
+ * v contiguous in its layout (a paged cache's slots no sequence uses hold NaN) and every side tensor
+ * the problem needs, drawn from the seed (block table, slopes, sinks, descales): what fc_fuzz2 hands
+ * the kernel for that case. */
+typedef struct fc_inputs fc_inputs;
+fc_status fc_make_inputs2(const fc_attention2* p, int32_t dist, uint64_t seed, fc_inputs** out);
+/* Views of the handle's buffers, valid until fc_inputs_free: *problem (its lengths point into the
+ * handle) and *t (o and lse absent), each set only when not NULL (struct_size set by the caller). */
+fc_status fc_inputs_get(const fc_inputs* in, fc_attention2* problem, fc_tensors* t);
+void fc_inputs_free(fc_inputs* in);
+
+/* The report's problem, variants included (its lengths owned by the report). fc_report_problem
+ * refuses a problem with variants, which fc_attention cannot hold. */
+fc_status fc_report_problem2(const fc_report* r, fc_attention2* out);
 
 /* ---- Fuzzing a kernel given as a callback ---- */
 
@@ -163,8 +321,29 @@ typedef struct {
   int32_t fail_fast;           /* stop at the first failing case (default 0) */
   int64_t max_failures;        /* failures kept (and shrunk) with reports (default 5) */
   int32_t progress;            /* one updating line on stderr when it is a terminal (default 0) */
+  /* API 3: the problem model 2 variants the kernel computes, for fc_fuzz2 (fc_fuzz refuses them:
+   * its callback cannot be handed them). Each defaults to none; problems are drawn within them, as
+   * `flashcheck run` draws a kernel's declared variants, with fp8 inputs declared in dtypes
+   * (1u << FC_E4M3, 1u << FC_E5M2). Read only when struct_size covers them. */
+  int32_t reserved_api2_padding; /* was the struct's tail padding in API 2: never read */
+  int32_t windows;             /* sliding windows */
+  int32_t softcap;
+  uint32_t alibi;              /* 1u << FC_BIAS_ALIBI_SYMMETRIC | 1u << FC_BIAS_ALIBI_SIGNED; 0: none */
+  int32_t alibi_per_batch;     /* slopes [B, Hq] as well as [Hq] */
+  int32_t sinks;
+  uint32_t layouts;            /* 1u << FC_BHSD | FC_BSHD | FC_THD (THD: variable-length batches); 0: bhsd */
+  int32_t seqused;             /* seqused_k below the keys stored */
+  int32_t paged;               /* K/V in a paged cache */
+  const int64_t* page_sizes;   /* with paged: the page sizes taken; NULL: any >= 1 */
+  int64_t num_page_sizes;
+  uint32_t out_dtypes;         /* fp8 inputs: 1u << FC_BF16 | 1u << FC_F16; 0: bf16 */
+  uint32_t descales;           /* 1u << FC_DESCALE_PER_TENSOR | 1u << FC_DESCALE_PER_HEAD; 0: none */
+  int32_t alibi_lse;           /* FC_LSE_ALIBI_EXACT (default) | FC_LSE_ALIBI_KEY_OFFSET */
 } fc_fuzz_options;
+/* API 2's fields only, struct_size = their size: what a binary built against API 2 calls. */
 void fc_fuzz_options_init(fc_fuzz_options* opt);
+/* Every field of this header's fc_fuzz_options (since API 3). */
+void fc_fuzz_options_init2(fc_fuzz_options* opt);
 
 /* A drawn case: the problem (scale NaN when it is the default), the input distribution and seed
  * (fc_make_inputs rebuilds the inputs). */
@@ -201,6 +380,35 @@ const char* fc_campaign_json(const fc_campaign* c); /* summary and every kept fa
  * fc_case (fc_make_inputs) instead. */
 const char* fc_campaign_log(const fc_campaign* c);
 void fc_campaign_free(fc_campaign* c);
+
+/* ---- Fuzzing a problem model 2 kernel (API 3) ---- */
+
+/* Computes o (and lse unless the campaign declares FC_LSE_ABSENT) for problem p (scale resolved, its
+ * lengths valid during the call) from the tensors t describes: q, k, v and o in the layout p names
+ * (a paged cache as pages), lse, and the side tensors p uses (the others absent). o and lse arrive
+ * poisoned (quiet NaNs); q, k, v and the side tensors are read-only. Return values as
+ * fc_kernel_callback's (0, FC_CALLBACK_DECLINE, FC_CALLBACK_ABORT, any other: a kernel error). */
+typedef int32_t (*fc_kernel_callback2)(void* user, const fc_attention2* p, const fc_tensors* t);
+
+/* A drawn case of problem model 2 (the problem last: it may grow; set its struct_size). */
+typedef struct {
+  int32_t dist;
+  uint64_t input_seed;
+  fc_attention2 problem;
+} fc_case2;
+
+/* Case `index` of the campaign opt describes, its lengths written to lengths[0..cap) as
+ * fc_attention2_parse writes them (*needed: the entries needed). */
+fc_status fc_draw_case2(const fc_fuzz_options* opt, int64_t index, fc_case2* out, int32_t* lengths, size_t cap,
+                        size_t* needed);
+
+/* fc_fuzz for a callback of problem model 2: the problems are drawn within the variants opt allows
+ * (its API 3 fields) and the case, its report and shrinking are as fc_fuzz's. A variant the options
+ * allow that this build's campaign does not draw is FC_ERR_CANNOT_TEST naming it, never a campaign
+ * that silently leaves it out. */
+fc_status fc_fuzz2(fc_kernel_callback2 kernel, void* user, const fc_fuzz_options* opt, fc_campaign** out);
+/* Failure i as a problem model 2 case (its lengths owned by the campaign) and its report. */
+fc_status fc_campaign_failure2(fc_campaign* c, int64_t i, fc_case2* out_case, fc_report** out_report);
 
 #ifdef __cplusplus
 }

@@ -5,14 +5,17 @@ optional (CPU or CUDA tensors, bfloat16 included, never converted to another dty
     import flashcheck
     report = flashcheck.check(q, k, v, o, lse, causal="bottom_right")   # -> Report; bool() is the verdict
     flashcheck.assert_close(q, k, v, o, causal="top_left")              # for pytest
+    o64, lse64 = flashcheck.reference(q, k, v, window=(128, 0), layout="thd",
+                                      cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)   # the fp64 oracle, every variant
     flashcheck.fuzz(lambda q, k, v, p: my_attention(q, k, v, p.scale), backend="torch", causal="none")
     # a kernel declines a problem it does not support with `raise flashcheck.Unsupported("why")`:
     # counted as declined, never failed; a fuzz that declined everything is falsy ("nothing tested")
 """
-from ._api import Problem, Report, Worst, assert_close, check, make_inputs
+from ._api import Problem, Report, Worst, assert_close, check, make_case, make_inputs, reference
 from ._fuzz import Failure, FuzzResult, Replay, Unsupported, fuzz, replay
 from ._lib import API_VERSION, FlashcheckError
 from ._tensors import bf16_to_float32, float32_to_bf16
 
-__all__ = ["check", "assert_close", "fuzz", "replay", "make_inputs", "Problem", "Report", "Worst", "Failure",
-           "FuzzResult", "Replay", "Unsupported", "FlashcheckError", "bf16_to_float32", "float32_to_bf16", "API_VERSION"]
+__all__ = ["check", "assert_close", "reference", "fuzz", "replay", "make_inputs", "make_case", "Problem", "Report",
+           "Worst", "Failure", "FuzzResult", "Replay", "Unsupported", "FlashcheckError", "bf16_to_float32",
+           "float32_to_bf16", "API_VERSION"]

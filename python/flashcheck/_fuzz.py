@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from . import _lib
-from ._api import (UINT64_MAX, Problem, Report, deliver, finite, make_inputs, read_buffer, replay as _replay_once,
-                   resolve_backend, split_output, whole)
+from ._api import (UINT64_MAX, Problem, Report, deliver, finite, make_case, resolve_backend, split_output, whole,
+                   with_side_tensors)
 from ._api import check as _check
-from ._tensors import lse_bits, to_bits
+from ._tensors import NUMPY_DTYPES, array_view, to_bits
 
 
 class Unsupported(Exception):
@@ -117,23 +117,87 @@ def _kernel_ref(kernel):
     return f"from {module} import {top}", qualname
 
 
-def _bits_for_output(x, kind, shape, layout, name):
-    """A kernel's output as raw bits in the problem's dtype, BHSD, checked against what it must be."""
+def _write_output(x, kind, view, layout, name, p):
+    """A kernel's output (o, or lse in float32) written into the campaign's buffer through its
+    strides, after checking its dtype and shape; never rounded. A packed (thd) batch's padding rows
+    are no row's output and are left as staged: a Python kernel returns whole arrays and cannot
+    avoid "writing" them."""
     a, got = to_bits(x, name)
     if got != kind:
-        raise TypeError(f"the kernel returned {name} as {got} for a {kind} problem; return the problem's dtype "
+        if name == "lse":
+            raise TypeError(f"the kernel returned lse as {got}; LSE must be float32 (flashcheck never converts it)")
+        raise TypeError(f"the kernel returned {name} as {got} for a problem whose output is {kind}; return that dtype "
                         "(flashcheck never rounds a kernel's output)")
-    if layout == "bshd" and a.ndim == 4:
-        a = np.ascontiguousarray(a.transpose(0, 2, 1, 3))
-    if tuple(a.shape) != tuple(shape):
-        raise ValueError(f"the kernel returned {name} of shape {tuple(a.shape)} (as BHSD), expected {tuple(shape)}")
-    return a
+    if layout == "bshd" and p.layout == "bhsd" and name == "o" and a.ndim == 4:
+        a = np.ascontiguousarray(a.transpose(0, 2, 1, 3))  # the kernel was handed [B, S, H, D]
+    dst = array_view(view, NUMPY_DTYPES[kind])
+    if tuple(a.shape) != dst.shape:
+        raise ValueError(f"the kernel returned {name} of shape {tuple(a.shape)}, expected {dst.shape}"
+                         + (" (as BHSD)" if layout == "bshd" and name == "o" else ""))
+    if p.layout == "thd":
+        rows = sum(p.seqlens_q)
+        if name == "o":
+            dst[:rows] = a[:rows]
+        else:
+            dst[:, :rows] = a[:, :rows]
+    else:
+        dst[...] = a
+
+
+def _to_bshd(x):
+    """A plain problem's [B, H, S, D] input as the [B, S, H, D] tensor fuzz(layout="bshd") hands."""
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+    return x.transpose(1, 2).contiguous()
+
+
+# The fuzz keywords that declare problem model 2's variants, as fc_fuzz_options fields.
+def _variant_options(opt, windows, softcap, alibi, alibi_per_batch, sinks, layouts, seqused, paged, page_sizes,
+                     out_dtypes, descales, alibi_lse):
+    keep = []
+    opt.windows, opt.softcap, opt.sinks = int(bool(windows)), int(bool(softcap)), int(bool(sinks))
+    forms = () if alibi is None else ((alibi,) if isinstance(alibi, str) else tuple(alibi))
+    for f in forms:
+        if f not in ("symmetric", "signed"):
+            raise ValueError(f"alibi must be among ['signed', 'symmetric'], got {f!r}")
+    opt.alibi = sum(1 << _lib.ALIBIS[f] for f in set(forms))
+    opt.alibi_per_batch = int(bool(alibi_per_batch))
+    if alibi_per_batch and not forms:
+        raise ValueError("alibi_per_batch needs an ALiBi form in alibi")
+    shapes = ("bhsd",) if layouts is None else ((layouts,) if isinstance(layouts, str) else tuple(layouts))
+    for l in shapes:
+        if l not in _lib.LAYOUTS:
+            raise ValueError(f"layouts must be among ['bhsd', 'bshd', 'thd'], got {l!r}")
+    opt.layouts = sum(1 << _lib.LAYOUTS[l] for l in set(shapes))
+    opt.seqused, opt.paged = int(bool(seqused)), int(bool(paged))
+    if page_sizes is not None:
+        if not paged:
+            raise ValueError("page_sizes needs paged=True")
+        sizes = (ctypes.c_int64 * len(page_sizes))(*[whole("page_sizes", x) for x in page_sizes])
+        keep.append(sizes)
+        opt.page_sizes, opt.num_page_sizes = ctypes.cast(sizes, ctypes.POINTER(ctypes.c_int64)), len(page_sizes)
+    outs = () if out_dtypes is None else ((out_dtypes,) if isinstance(out_dtypes, str) else tuple(out_dtypes))
+    for d in outs:
+        if d not in ("bf16", "f16"):
+            raise ValueError(f"out_dtypes (of fp8 inputs) must be among ['bf16', 'f16'], got {d!r}")
+    opt.out_dtypes = sum(1 << _lib.DTYPES[d] for d in set(outs))
+    grains = () if descales is None else ((descales,) if isinstance(descales, str) else tuple(descales))
+    for d in grains:
+        if d not in ("tensor", "head"):
+            raise ValueError(f"descales must be among ['head', 'tensor'], got {d!r}")
+    opt.descales = sum(1 << _lib.DESCALES[d] for d in set(grains))
+    if alibi_lse not in _lib.ALIBI_LSE:
+        raise ValueError(f"alibi_lse must be 'exact' or 'key_offset', got {alibi_lse!r}")
+    opt.alibi_lse = _lib.ALIBI_LSE[alibi_lse]
+    return keep
 
 
 def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, max_seq=300, *, lse_base="auto",
          empty_row_lse="-inf", gqa=True, dv_ne_dqk=True, backend="numpy", device=None, layout="bhsd", name=None,
          shrink=True, max_failures=1, fail_fast=False, tile_q=128, tile_kv=128, max_rows=4096, max_work=3e7,
-         html_dir=None, verbose=True, progress=None, supports=None):
+         html_dir=None, verbose=True, progress=None, supports=None, windows=False, softcap=False, alibi=None,
+         alibi_per_batch=False, sinks=False, layouts=None, seqused=False, paged=False, page_sizes=None,
+         out_dtypes=None, descales=None, alibi_lse="exact"):
     """Fuzzes kernel(q, k, v, problem) -> o or (o, lse) over random problems and inputs.
 
     Problems come from flashcheck's generators with `flashcheck run`'s case numbering: the same seed
@@ -141,11 +205,20 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     Each output is judged like `flashcheck check`; failures are shrunk (batch, heads, sequence
     lengths, head dims, distribution) and the smallest is printed with Python that reproduces it.
 
-    kernel: receives q, k, v (BHSD, or BSHD with layout="bshd") as numpy arrays (float32, float16;
-    bf16 as uint16 bit patterns) or, with backend="torch", torch tensors on `device` (default cuda
-    when available), and a flashcheck.Problem (shapes, causal, dtype, scale). It returns o in the
-    problem's dtype, and optionally lse (float32 [B, Hq, Sq]).
-    dtypes: of "f32", "f16", "bf16" (default: all for torch, f32 and f16 for numpy). head_dims:
+    kernel: receives q, k, v in the problem's layout (BHSD for plain problems, BSHD with
+    layout="bshd") as numpy arrays (float32, float16; bf16 as uint16 and fp8 as uint8 bit patterns)
+    or, with backend="torch", torch tensors on `device` (default cuda when available), and a
+    flashcheck.Problem (shapes, causal, dtype, scale, every variant field, and the side tensors the
+    problem needs: problem.alibi_slopes, problem.sinks, problem.cu_seqlens_q, ...; see Problem). It
+    returns o in the problem's layout and output dtype, and optionally lse (float32 [B, Hq, Sq], or
+    [Hq, Tq] for "thd").
+    dtypes: of "f32", "f16", "bf16", "e4m3", "e5m2" (default: all but fp8 for torch, f32 and f16 for
+    numpy). Variants the kernel computes (default none; problems are drawn within them as
+    `flashcheck run` draws a kernel's declared variants): windows, softcap, alibi (forms:
+    "symmetric", "signed"), alibi_per_batch, sinks, layouts ("bhsd", "bshd", "thd"), seqused, paged,
+    page_sizes, out_dtypes (of fp8 inputs: "bf16", "f16"), descales ("tensor", "head"); alibi_lse
+    "exact" or "key_offset" (the kernel's ALiBi LSE convention). A variant allowed that the campaign
+    cannot draw is refused (FlashcheckError naming it), never left out silently. head_dims:
     Dqk/Dv values the kernel takes (default 16..256 as flashcheck run). causal: masks it takes, of
     "none", "top_left", "bottom_right" (default all). lse_base: "e", "2", None (writes none) or
     "auto" (one call decides whether it returns an LSE; its base is then taken as "e": a base-2 LSE
@@ -165,6 +238,8 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     for d in dtypes:
         if d not in _lib.DTYPES:
             raise ValueError(f"dtypes must be among {sorted(_lib.DTYPES)}, got {d!r}")
+    if layout not in ("bhsd", "bshd"):
+        raise ValueError(f"layout must be 'bhsd' or 'bshd' (the drawn layouts are layouts=), got {layout!r}")
     for c in causals:
         if c not in _lib.CAUSALS:
             raise ValueError(f"causal must be among {sorted(_lib.CAUSALS)}, got {c!r}")
@@ -190,6 +265,8 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     opt.tile_q, opt.tile_kv = whole("tile_q", tile_q), whole("tile_kv", tile_kv)
     opt.shrink, opt.fail_fast, opt.max_failures = int(bool(shrink)), int(bool(fail_fast)), whole("max_failures", max_failures, 0)
     opt.progress = int(sys.stderr.isatty() if progress is None else bool(progress))
+    keep = _variant_options(opt, windows, softcap, alibi, alibi_per_batch, sinks, layouts, seqused, paged,
+                            page_sizes, out_dtypes, descales, alibi_lse)
 
     if lse_base == "auto":
         # A call on a drawn problem tells whether the kernel returns an LSE (its base is never
@@ -198,13 +275,16 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         # Declined problems are passed over (they cost nothing); errors count against a budget of 10.
         first_error, raised = None, 0
         for index in range(max(int(cases), 50)):
-            drawn = _lib.Case()
-            _lib.ok(_lib.lib().fc_draw_case(ctypes.byref(opt), index, ctypes.byref(drawn)), "fuzz")
-            p0 = Problem._from_c(drawn.problem)
+            drawn = _lib.Case2()
+            drawn.problem.struct_size = ctypes.sizeof(_lib.Attention2)
+            lengths = (ctypes.c_int32 * 4096)()
+            _lib.ok(_lib.lib().fc_draw_case2(ctypes.byref(opt), index, ctypes.byref(drawn), lengths, 4096, None), "fuzz")
+            p0 = Problem._from_c2(drawn.problem)
             if supports is not None and not supports(p0):
                 continue
-            q, k, v = make_inputs(p0, _lib.DISTS[drawn.dist], drawn.input_seed, backend=backend, device=device,
-                                  layout=layout)
+            q, k, v, p0 = make_case(p0, _lib.DISTS[drawn.dist], drawn.input_seed, backend=backend, device=device)
+            if p0.layout == "bhsd" and layout == "bshd":
+                q, k, v = (_to_bshd(x) for x in (q, k, v))
             try:
                 out = kernel(q, k, v, p0)
             except Unsupported:
@@ -233,24 +313,22 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         _lib.lib().fc_set_callback_error(why.encode(errors="replace"))
         return _lib.FC_CALLBACK_DECLINE
 
-    def call(user, pa, qp, kp, vp, op, lp):
+    def call(user, pa, tp):
         try:
-            p = Problem._from_c(pa.contents)
+            a, t = pa.contents, tp.contents
+            p = Problem._from_c2(a)
             if supports is not None and not supports(p):
                 return decline("supports() returned False")
-            ins = [deliver(read_buffer(ptr, shape, p.dtype), p.dtype, backend, device, layout)
-                   for ptr, shape in ((qp, p.q_shape), (kp, p.k_shape), (vp, p.v_shape))]
+            p = with_side_tensors(p, a, t, backend, device)
+            ins = [deliver(np.array(array_view(getattr(t, n), NUMPY_DTYPES[p.dtype])), p.dtype, backend, device,
+                           layout if p.layout == "bhsd" else None) for n in ("q", "k", "v")]
             o, lse = split_output(kernel(*ins, p))
-            ob = _bits_for_output(o, p.dtype, p.o_shape, layout, "o")
-            ctypes.memmove(op, ob.ctypes.data, ob.nbytes)
-            if lp:
+            _write_output(o, p.out_dtype, t.o, layout, "o", p)
+            if t.lse.data:
                 if lse is None:
                     raise TypeError("the kernel returned no LSE, but the campaign declares one (lse_base="
                                     f"{lse_base!r}); pass lse_base=None for a kernel without LSE")
-                lb = lse_bits(lse)
-                if lb.shape != p.lse_shape:
-                    raise ValueError(f"the kernel returned lse of shape {lb.shape}, expected {p.lse_shape}")
-                ctypes.memmove(ctypes.cast(lp, ctypes.c_void_p).value, lb.ctypes.data, lb.nbytes)
+                _write_output(lse, "f32", t.lse, layout, "lse", p)
             return 0
         except Unsupported as e:  # the kernel declined the problem: skipped, as the CLI skips unsupported ones
             return decline(str(e) or "flashcheck.Unsupported")
@@ -264,9 +342,10 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
             _lib.lib().fc_set_callback_error(type(e).__name__.encode())
             return _lib.FC_CALLBACK_ABORT
 
-    callback = _lib.KERNEL_CALLBACK(call)
+    callback = _lib.KERNEL_CALLBACK2(call)
     handle = ctypes.c_void_p()
-    status = _lib.lib().fc_fuzz(callback, None, ctypes.byref(opt), ctypes.byref(handle))
+    status = _lib.lib().fc_fuzz2(callback, None, ctypes.byref(opt), ctypes.byref(handle))
+    del keep
     if interrupted:
         raise interrupted[0]
     _lib.ok(status, "flashcheck.fuzz")
@@ -280,9 +359,10 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         ("layout", layout, "bhsd")) if v != default)
     failures = []
     for i in range(_lib.lib().fc_campaign_failure_count(campaign.handle)):
-        case, rh = _lib.Case(), ctypes.c_void_p()
-        _lib.ok(_lib.lib().fc_campaign_failure(campaign.handle, i, ctypes.byref(case), ctypes.byref(rh)), "fuzz")
-        p, dist = Problem._from_c(case.problem), _lib.DISTS[case.dist]
+        case, rh = _lib.Case2(), ctypes.c_void_p()
+        case.problem.struct_size = ctypes.sizeof(_lib.Attention2)
+        _lib.ok(_lib.lib().fc_campaign_failure2(campaign.handle, i, ctypes.byref(case), ctypes.byref(rh)), "fuzz")
+        p, dist = Problem._from_c2(case.problem), _lib.DISTS[case.dist]
         call_line = f"flashcheck.replay({expr}, {p.line!r}, dist={dist!r}, seed={case.input_seed}{extra})"
         report = Report(rh.value, owner=campaign)
         report._set_repro(call_line)
@@ -295,9 +375,9 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         failures.append(Failure(p, dist, case.input_seed, report, "\n".join(lines)))
         if html_dir is not None:
             Path(html_dir).mkdir(parents=True, exist_ok=True)
-            _replay_once(kernel, p, dist, case.input_seed, lse_base=lse_base, empty_row_lse=empty_row_lse, backend=backend,
-                   device=device, layout=layout, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
-                   html=Path(html_dir) / f"{name.replace('/', '_')}_{i}.html")
+            replay(kernel, p, dist, case.input_seed, runs=1, lse_base=lse_base, empty_row_lse=empty_row_lse,
+                   backend=backend, device=device, layout=layout, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
+                   alibi_lse=alibi_lse, html=Path(html_dir) / f"{name.replace('/', '_')}_{i}.html")
 
     status = "failed" if summary.failed else ("passed" if summary.passed else "nothing tested")
     out = [f"flashcheck.fuzz {name}: {status}: {summary.passed} passed, {summary.failed} failed, {summary.skipped} "
@@ -366,31 +446,39 @@ class Replay(Report):
 
 
 def replay(kernel, problem, dist="normal", seed=0, *, runs=3, lse_base="e", empty_row_lse="-inf", backend="numpy",
-           device=None, layout="bhsd", max_rows=4096, tile_q=128, tile_kv=128, html=None):
+           device=None, layout="bhsd", max_rows=4096, tile_q=128, tile_kv=128, alibi_lse="exact", html=None):
     """Runs kernel(q, k, v, problem) `runs` times on the inputs flashcheck draws for (problem, dist,
-    seed), each time on freshly made inputs, and judges every output: one failing fuzz case, again,
-    and whether it fails every time. Returns a Replay (a Report): the first failing run's report,
-    with `reproduced` = {"runs": n, "failed": k} and `flaky` when 0 < k < n."""
+    seed), each time on freshly made inputs (and side tensors, set on the problem as fuzz sets
+    them), and judges every output: one failing fuzz case, again, and whether it fails every time.
+    Returns a Replay (a Report): the first failing run's report, with `reproduced` = {"runs": n,
+    "failed": k} and `flaky` when 0 < k < n."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"runs must be a whole number of at least 1, got {runs!r}")
-    p = Problem.parse(problem) if isinstance(problem, str) else problem
+    if layout not in ("bhsd", "bshd"):
+        raise ValueError(f"layout must be 'bhsd' or 'bshd', got {layout!r}")
+    p0 = Problem.parse(problem) if isinstance(problem, str) else problem
     kept, failed = None, 0
     for _ in range(runs):
-        q, k, v = make_inputs(p, dist, seed, backend=backend, device=device, layout=layout)
+        q, k, v, p = make_case(p0, dist, seed, backend=backend, device=device)
+        transposed = layout == "bshd" and p.layout == "bhsd"
+        if transposed:  # the kernel takes [B, S, H, D]: hand it that, judge it so
+            q, k, v = (_to_bshd(x) for x in (q, k, v))
         o, lse = split_output(kernel(q, k, v, p))
         if lse_base is None:  # declared without LSE: whatever it returns there is not judged
             lse = None
+        kw = p.keywords()
+        if transposed:
+            kw["layout"] = "bshd"
         args = (q, k, v, o, lse)
-        report = _check(*args, causal=p.causal, scale=p._custom_scale, lse_base=lse_base or "e",
-                        empty_row_lse=empty_row_lse, max_rows=max_rows, layout=layout, tile_q=tile_q, tile_kv=tile_kv)
+        report = _check(*args, lse_base=lse_base or "e", empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q,
+                        tile_kv=tile_kv, alibi_lse=alibi_lse, **kw)
         failed += not report
         if kept is None or (not report and kept[0]):
-            kept = (report, args)
-    report, args = kept
+            kept = (report, args, kw)
+    report, args, kw = kept
     if html is not None:  # the kept run judged again, with the page's error maps
-        report = _check(*args, causal=p.causal, scale=p._custom_scale, lse_base=lse_base or "e",
-                        empty_row_lse=empty_row_lse, max_rows=max_rows, layout=layout, tile_q=tile_q, tile_kv=tile_kv,
-                        html=html)
+        report = _check(*args, lse_base=lse_base or "e", empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q,
+                        tile_kv=tile_kv, alibi_lse=alibi_lse, html=html, **kw)
     report.__class__ = Replay
     report.reproduced = {"runs": runs, "failed": failed}
     return report

@@ -10,17 +10,32 @@ import os
 import threading
 from pathlib import Path
 
-API_VERSION = 2  # FLASHCHECK_API_VERSION of the header these bindings mirror (2: FC_CALLBACK_DECLINE)
+API_VERSION = 3  # FLASHCHECK_API_VERSION of the header these bindings mirror (3: problem model 2)
 
 FC_OK, FC_ERR_INVALID, FC_ERR_CANNOT_TEST, FC_ERR_ABORTED, FC_ERR_INTERNAL = 0, 1, 2, 3, 4
-FC_F32, FC_F16, FC_BF16 = 0, 1, 2
+FC_F32, FC_F16, FC_BF16, FC_E4M3, FC_E5M2, FC_I32, FC_I64, FC_F64 = 0, 1, 2, 3, 4, 5, 6, 7
+FC_BHSD, FC_BSHD, FC_THD = 0, 1, 2
+FC_BIAS_NONE, FC_BIAS_ALIBI_SYMMETRIC, FC_BIAS_ALIBI_SIGNED = 0, 1, 2
+FC_LSE_ALIBI_EXACT, FC_LSE_ALIBI_KEY_OFFSET = 0, 1
+FC_NO_DESCALE, FC_DESCALE_PER_TENSOR, FC_DESCALE_PER_HEAD = 0, 1, 2
+FC_PAGES_IN_ORDER, FC_PAGES_SHUFFLED, FC_PAGES_SHARED = 0, 1, 2
 FC_MASK_NONE, FC_MASK_TOP_LEFT, FC_MASK_BOTTOM_RIGHT = 0, 1, 2
 FC_LSE_LOG_E, FC_LSE_LOG_2, FC_LSE_ABSENT = 0, 1, 2
 FC_EMPTY_NEG_INF, FC_EMPTY_POS_INF = 0, 1
 FC_CALLBACK_ABORT, FC_CALLBACK_DECLINE = -1, -2
 
-DTYPES = {"f32": FC_F32, "f16": FC_F16, "bf16": FC_BF16}
+DTYPES = {"f32": FC_F32, "f16": FC_F16, "bf16": FC_BF16, "e4m3": FC_E4M3, "e5m2": FC_E5M2}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+PLAIN_DTYPES = ("f32", "f16", "bf16")
+LAYOUTS = {"bhsd": FC_BHSD, "bshd": FC_BSHD, "thd": FC_THD}
+LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
+ALIBIS = {"none": FC_BIAS_NONE, "symmetric": FC_BIAS_ALIBI_SYMMETRIC, "signed": FC_BIAS_ALIBI_SIGNED}
+ALIBI_NAMES = {v: k for k, v in ALIBIS.items()}
+ALIBI_LSE = {"exact": FC_LSE_ALIBI_EXACT, "key_offset": FC_LSE_ALIBI_KEY_OFFSET}
+DESCALES = {"none": FC_NO_DESCALE, "tensor": FC_DESCALE_PER_TENSOR, "head": FC_DESCALE_PER_HEAD}
+DESCALE_NAMES = {v: k for k, v in DESCALES.items()}
+PAGE_ORDERS = {"identity": FC_PAGES_IN_ORDER, "shuffled": FC_PAGES_SHUFFLED, "shared": FC_PAGES_SHARED}
+PAGE_ORDER_NAMES = {v: k for k, v in PAGE_ORDERS.items()}
 CAUSALS = {"none": FC_MASK_NONE, "top_left": FC_MASK_TOP_LEFT, "bottom_right": FC_MASK_BOTTOM_RIGHT}
 CAUSAL_NAMES = {v: k for k, v in CAUSALS.items()}
 LSE_BASES = {"e": FC_LSE_LOG_E, "2": FC_LSE_LOG_2, None: FC_LSE_ABSENT}
@@ -38,7 +53,8 @@ class Attention(ctypes.Structure):
 
 class CheckOptions(ctypes.Structure):
     _fields_ = [("struct_size", u32), ("lse_base", i32), ("empty_row_lse", i32), ("allow_nonfinite_inputs", i32),
-                ("max_rows", i64), ("tile_q", i64), ("tile_kv", i64), ("error_maps", i32)]
+                ("max_rows", i64), ("tile_q", i64), ("tile_kv", i64), ("error_maps", i32),
+                ("reserved_api2_padding", i32), ("alibi_lse", i32)]
 
 
 class Location(ctypes.Structure):
@@ -51,7 +67,11 @@ class FuzzOptions(ctypes.Structure):
                 ("max_work", f64), ("max_rows", i64), ("dtypes", u32), ("causals", u32),
                 ("head_dims", ctypes.POINTER(i64)), ("num_head_dims", i64), ("dv_ne_dqk", i32), ("gqa", i32),
                 ("lse_base", i32), ("empty_row_lse", i32), ("tile_q", i64), ("tile_kv", i64), ("shrink", i32),
-                ("fail_fast", i32), ("max_failures", i64), ("progress", i32)]
+                ("fail_fast", i32), ("max_failures", i64), ("progress", i32),
+                ("reserved_api2_padding", i32), ("windows", i32), ("softcap", i32), ("alibi", u32),
+                ("alibi_per_batch", i32), ("sinks", i32), ("layouts", u32), ("seqused", i32), ("paged", i32),
+                ("page_sizes", ctypes.POINTER(i64)), ("num_page_sizes", i64), ("out_dtypes", u32), ("descales", u32),
+                ("alibi_lse", i32)]
 
 
 class Case(ctypes.Structure):
@@ -62,7 +82,37 @@ class CampaignSummary(ctypes.Structure):
     _fields_ = [("cases", i64), ("passed", i64), ("failed", i64), ("skipped", i64), ("worst_cosine", f64)]
 
 
+I32P = ctypes.POINTER(i32)
+
+
+class Attention2(ctypes.Structure):
+    _fields_ = [("struct_size", u32), ("batch", i64), ("heads_q", i64), ("heads_kv", i64), ("seq_q", i64),
+                ("seq_kv", i64), ("head_dim_qk", i64), ("head_dim_v", i64), ("dtype", i32), ("out_dtype", i32),
+                ("causal", i32), ("layout", i32), ("scale", f64), ("window_left", i64), ("window_right", i64),
+                ("softcap", f64), ("alibi", i32), ("alibi_per_batch", i32), ("sinks", i32), ("descale", i32),
+                ("page_size", i64), ("page_order", i32), ("reserved", i32), ("cu_seqlens_q", I32P),
+                ("cu_seqlens_k", I32P), ("seqused_k", I32P), ("cache_seqlens", I32P)]
+
+
+class TensorView(ctypes.Structure):
+    _fields_ = [("data", vp), ("dtype", i32), ("ndim", i32), ("shape", i64 * 4), ("strides", i64 * 4)]
+
+
+TENSOR_NAMES = ("q", "k", "v", "o", "lse", "alibi_slopes", "sinks", "descale_q", "descale_k", "descale_v", "block_table")
+
+
+class Tensors(ctypes.Structure):
+    _fields_ = [("struct_size", u32)] + [(n, TensorView) for n in TENSOR_NAMES]
+
+
+class Case2(ctypes.Structure):
+    _fields_ = [("dist", i32), ("input_seed", u64), ("problem", Attention2)]
+
+
 KERNEL_CALLBACK = ctypes.CFUNCTYPE(i32, vp, ctypes.POINTER(Attention), vp, vp, vp, vp, ctypes.POINTER(ctypes.c_float))
+
+KERNEL_CALLBACK2 = ctypes.CFUNCTYPE(i32, vp, ctypes.POINTER(Attention2), ctypes.POINTER(Tensors))
+VIEWP = ctypes.POINTER(TensorView)
 
 _SIGNATURES = {
     "fc_api_version": (u32, []),
@@ -92,7 +142,30 @@ _SIGNATURES = {
     "fc_campaign_json": (ctypes.c_char_p, [vp]),
     "fc_campaign_log": (ctypes.c_char_p, [vp]),
     "fc_campaign_free": (None, [vp]),
+    # API 3: problem model 2.
+    "fc_check_options_init2": (None, [vp]),
+    "fc_fuzz_options_init2": (None, [vp]),
+    "fc_attention2_init": (None, [vp]),
+    "fc_tensors_init": (None, [vp]),
+    "fc_attention2_to_string": (ctypes.c_size_t, [ctypes.POINTER(Attention2), ctypes.c_char_p, ctypes.c_size_t]),
+    "fc_attention2_parse": (i32, [ctypes.c_char_p, ctypes.POINTER(Attention2), I32P, ctypes.c_size_t,
+                                  ctypes.POINTER(ctypes.c_size_t)]),
+    "fc_check2": (i32, [ctypes.POINTER(Attention2), ctypes.POINTER(Tensors), ctypes.POINTER(CheckOptions),
+                        ctypes.POINTER(vp)]),
+    "fc_reference": (i32, [ctypes.POINTER(Attention2), ctypes.POINTER(Tensors), VIEWP, VIEWP]),
+    "fc_make_inputs2": (i32, [ctypes.POINTER(Attention2), i32, u64, ctypes.POINTER(vp)]),
+    "fc_inputs_get": (i32, [vp, ctypes.POINTER(Attention2), ctypes.POINTER(Tensors)]),
+    "fc_inputs_free": (None, [vp]),
+    "fc_report_problem2": (i32, [vp, ctypes.POINTER(Attention2)]),
+    "fc_draw_case2": (i32, [ctypes.POINTER(FuzzOptions), i64, ctypes.POINTER(Case2), I32P, ctypes.c_size_t,
+                            ctypes.POINTER(ctypes.c_size_t)]),
+    "fc_fuzz2": (i32, [KERNEL_CALLBACK2, vp, ctypes.POINTER(FuzzOptions), ctypes.POINTER(vp)]),
+    "fc_campaign_failure2": (i32, [vp, i64, ctypes.POINTER(Case2), ctypes.POINTER(vp)]),
 }
+
+# The struct each init function fills, with every field of this API version.
+_INITS = {CheckOptions: "fc_check_options_init2", FuzzOptions: "fc_fuzz_options_init2",
+          Attention2: "fc_attention2_init", Tensors: "fc_tensors_init"}
 
 _lib = None
 _lock = threading.Lock()
@@ -131,7 +204,7 @@ def lib():
             raise OSError(f"flashcheck: {path} speaks C API version {version}, this package version {API_VERSION}")
         # The structs must be the library's size: an init function writes the whole struct, so it
         # writes into an oversized scratch buffer first, and the sizes are compared before use.
-        for init, struct in (("fc_check_options_init", CheckOptions), ("fc_fuzz_options_init", FuzzOptions)):
+        for struct, init in _INITS.items():
             scratch = ctypes.create_string_buffer(4096)
             getattr(handle, init)(scratch)
             size = u32.from_buffer(scratch).value
@@ -143,10 +216,9 @@ def lib():
 
 
 def init(struct):
-    """A struct filled with the library's defaults."""
+    """A struct filled with the library's defaults (every field of this API version)."""
     s = struct()
-    getattr(lib(), {CheckOptions: "fc_check_options_init", FuzzOptions: "fc_fuzz_options_init"}[struct])(
-        ctypes.byref(s))
+    getattr(lib(), _INITS[struct])(ctypes.byref(s))
     return s
 
 
@@ -169,7 +241,11 @@ def ok(status, what):
 
 
 def problem_line(attention):
-    n = lib().fc_attention_to_string(ctypes.byref(attention), None, 0)
+    """The one-line form of an Attention (API 1-2) or Attention2 struct."""
+    fn = lib().fc_attention2_to_string if isinstance(attention, Attention2) else lib().fc_attention_to_string
+    n = fn(ctypes.byref(attention), None, 0)
+    if n == 0 and isinstance(attention, Attention2):
+        raise ValueError(f"problem: {lib().fc_last_error().decode(errors='replace')}")
     buf = ctypes.create_string_buffer(n + 1)
-    lib().fc_attention_to_string(ctypes.byref(attention), buf, n + 1)
+    fn(ctypes.byref(attention), buf, n + 1)
     return buf.value.decode()

@@ -104,3 +104,32 @@ def lse_base2(q, k, v, p):
 def missing_rescale(q, k, v, p):
     """Online softmax that rescales l but not the accumulator when the running max grows."""
     return blocked(q, k, v, p, rescale=False)
+
+
+def variant_reference(q, k, v, p, **wrong):
+    """Every variant of problem model 2, from the problem's fields and side tensors (p.keywords()),
+    computed by the tests' own numpy statement of the semantics; `wrong` overrides keywords, to make
+    a kernel that gets one of them wrong. Rows of no query (thd padding) are left 0."""
+    import variant_oracle
+
+    kw = {n: x for n, x in p.keywords().items() if n not in ("dtype", "max_seqlen_q", "max_seqlen_k")}
+    kw.update(wrong)
+    o, lse = variant_oracle.attention(q, k, v, kind=p.dtype, **{n: x for n, x in kw.items() if x is not None})
+    return variant_oracle.narrow(np.where(np.isnan(o), 0.0, o), p.out_dtype), np.where(np.isnan(lse), 0.0, lse).astype(np.float32)
+
+
+def ignores_window(q, k, v, p):
+    """Right but for the sliding window, which it never applies."""
+    return variant_reference(q, k, v, p, window=None)
+
+
+def ignores_sinks(q, k, v, p):
+    return variant_reference(q, k, v, p, sinks=None)
+
+
+def ignores_block_table(q, k, v, p):
+    """Reads a paged cache's pages in storage order."""
+    if p.block_table is None:
+        return variant_reference(q, k, v, p)
+    t = np.asarray(p.block_table)
+    return variant_reference(q, k, v, p, block_table=np.arange(t.size).reshape(t.shape) % k.shape[0])
