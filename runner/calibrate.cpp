@@ -14,11 +14,16 @@
 
 namespace flashcheck {
 
-void calibrate(int64_t cases, uint64_t seed, std::ostream& out, bool boundary_aware) {
+void calibrate(int64_t cases, uint64_t seed, std::ostream& out, bool boundary_aware, const std::vector<DType>& dtypes) {
   const uint64_t ulp_ns[] = {1, 2, 4, 8, 16, 64, 256};
-  for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+  for (DType d : dtypes) {
     ProblemSpace space;
     space.dtypes = {d};
+    const bool fp8 = is_fp8(d);
+    if (fp8) {  // fp8 inputs: both output dtypes, every descale granularity (problem model 2)
+      space.out_dtypes = {DType::bf16, DType::f16};
+      space.descales = {Descale::tensor, Descale::head};
+    }
     // By default the uniform draw the published figures (verify/TOLERANCE.md) were measured on;
     // the boundary-aware, hostile-heavy one is what campaigns draw (and what found the rounding
     // false alarm of issue 21).
@@ -57,8 +62,12 @@ void calibrate(int64_t cases, uint64_t seed, std::ostream& out, bool boundary_aw
       m["rel_l2"].push_back(r.rel_l2);
       m["max_abs/baseline_max_abs"].push_back(r.max_abs / std::max(r.baseline_max_abs, 1e-300));
       m["max_abs"].push_back(r.max_abs);
+      double max_ref = 0;  // the output's scale: baseline_relative's atol is relative to it
+      for (double x : truth.o)
+        if (std::isfinite(x)) max_ref = std::max(max_ref, std::fabs(x));
+      if (max_ref > 0) m["max_abs/max|r|"].push_back(r.max_abs / max_ref);
       m["|rounding_bias|"].push_back(std::fabs(r.rounding_bias));
-      if (d != DType::f32) {  // the same problem with P and O truncated: how far a truncating kernel lands
+      if (d != DType::f32 && !fp8) {  // the same problem with P and O truncated: how far a truncating kernel lands
         ReplicaConfig trunc = cfg;
         trunc.truncate = true;
         const ReplicaResult t = replica_attention(p, in, trunc);
@@ -82,7 +91,8 @@ void calibrate(int64_t cases, uint64_t seed, std::ostream& out, bool boundary_aw
       int64_t n = 0;
       for (size_t e = 0; e < rep.o.size(); ++e) {
         if (!std::isfinite(truth.o[e])) continue;
-        const uint64_t u = ulp_distance(d, rep.o[e], round_to(d, static_cast<float>(truth.o[e])));
+        const DType od = p.o_dtype();  // fp8 inputs: ULPs of the output dtype
+        const uint64_t u = ulp_distance(od, rep.o[e], round_to(od, static_cast<float>(truth.o[e])));
         ++n;
         for (size_t k = 0; k < std::size(ulp_ns); ++k) over[k] += u > ulp_ns[k];
       }

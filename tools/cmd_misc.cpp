@@ -22,9 +22,14 @@ void add_calibrate(CLI::App& app, Action& action) {
   auto boundary = std::make_shared<bool>(false);
   cmd->add_flag("--boundary-aware", *boundary,
                 "draw as campaigns do (tile-boundary lengths, hostile values often) instead of the uniform draw of TOLERANCE.md");
+  auto dtypes = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--dtype", *dtypes, "only these dtypes (f32, f16, bf16, e4m3, e5m2); default: all");
   cmd->callback([=, &action] {
     action = [=] {
-      calibrate(*cases, *seed, std::cout, *boundary);
+      std::vector<DType> ds;
+      for (const auto& d : *dtypes) ds.push_back(parse_dtype(d));
+      if (ds.empty()) ds = {DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2};
+      calibrate(*cases, *seed, std::cout, *boundary, ds);
       return 0;
     };
   });

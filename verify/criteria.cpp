@@ -100,10 +100,13 @@ class UnresolvedLookup {
 
 // An element of a row fp32 cannot resolve: any softmax weights over its contenders give a value in
 // [lo, hi]; the slack covers the output's rounding and P rounded to 16 bits before P·V (Σ of the
-// rounded weights is 1 only to 2^-8 in bf16).
-MapFlag classify_unresolved(DType dt, float k, const Expected::UnresolvedRow& u, int64_t c) {
+// rounded weights is 1 only to 2^-8 in bf16). P rounded to fp8 (fp8 inputs) moves Σ of the weights
+// by up to 2^-4 (e4m3) or 2^-3 (e5m2): twice that, relative, is added.
+MapFlag classify_unresolved(const Problem& p, float k, const Expected::UnresolvedRow& u, int64_t c) {
   const double lo = u.lo[static_cast<size_t>(c)], hi = u.hi[static_cast<size_t>(c)];
-  const double slack = 4 * ulp_at(dt, std::max(std::fabs(lo), std::fabs(hi)));
+  const double mag = std::max(std::fabs(lo), std::fabs(hi));
+  const double p_rounding = p.dtype == DType::e4m3 ? 0x1p-3 : p.dtype == DType::e5m2 ? 0x1p-2 : 0.0;
+  const double slack = 4 * ulp_at(p.o_dtype(), mag) + p_rounding * mag;
   return k >= lo - slack && k <= hi + slack ? MapFlag::unresolved_ok : MapFlag::outside_contenders;
 }
 
@@ -173,8 +176,8 @@ ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& 
     const Expected::UnresolvedRow* u = unresolved(g);
     for (int64_t c = 0; c < dv; ++c) {
       const size_t e = static_cast<size_t>(g * dv + c);
-      MapFlag f = classify_o(p.dtype, kernel.o[e], oracle.o[e], empty);
-      if (f == MapFlag::ok && u) f = classify_unresolved(p.dtype, kernel.o[e], *u, c);
+      MapFlag f = classify_o(p.o_dtype(), kernel.o[e], oracle.o[e], empty);
+      if (f == MapFlag::ok && u) f = classify_unresolved(p, kernel.o[e], *u, c);
       float ratio = NAN;
       if (f == MapFlag::ok) {
         ratio = static_cast<float>(std::fabs(static_cast<double>(kernel.o[e]) - oracle.o[e]) / unit);
@@ -218,6 +221,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   const std::vector<float>& baseline = ref.baseline;
   const Tolerance& tol = opt.tol;
   const FlatRows flat(p, oracle.rows);
+  const DType od = p.o_dtype();  // the output's dtype: fp8 inputs write bf16 or f16
   const int64_t dv = p.head_dim_v, all_rows = flat.total();
   const size_t n_o = static_cast<size_t>(all_rows * dv);
   if (kernel.o.size() != n_o || baseline.size() != n_o || oracle.o.size() != n_o)
@@ -287,7 +291,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
       for (size_t e = static_cast<size_t>(gr * dv); e < static_cast<size_t>((gr + 1) * dv); ++e) {
         const float k = kernel.o[e];
         const double o = oracle.o[e];
-        const MapFlag flag = classify_o(p.dtype, k, o, empty_row);
+        const MapFlag flag = classify_o(od, k, o, empty_row);
         if (seq && is_flagged(flag)) ++seq->flagged;
         if (flag == MapFlag::unwritten || flag == MapFlag::nan_mismatch) {
           ++(flag == MapFlag::unwritten ? a.unwritten : a.nan_mismatches);
@@ -297,7 +301,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
         if (flag == MapFlag::empty_row_nonzero) ++a.empty_row_violations;
         if (flag != MapFlag::ok) continue;
         if (unresolved) {  // judged by its contenders' values alone, kept out of every error figure
-          if (classify_unresolved(p.dtype, k, *unresolved, static_cast<int64_t>(e % static_cast<size_t>(dv))) ==
+          if (classify_unresolved(p, k, *unresolved, static_cast<int64_t>(e % static_cast<size_t>(dv))) ==
               MapFlag::outside_contenders) {
             ++a.outside_contenders;
             if (seq) ++seq->flagged;
@@ -331,7 +335,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
           a.worst_err = err;
           a.worst_e = e;
         }
-        const uint64_t u = ulp_distance(p.dtype, k, round_to(p.dtype, static_cast<float>(o)));
+        const uint64_t u = ulp_distance(od, k, round_to(od, static_cast<float>(o)));
         a.ulp_max = std::max(a.ulp_max, u);
         a.ulp_sum += static_cast<double>(u);
         ++a.ulp_count;
@@ -460,7 +464,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   // one (kernel, oracle) pair hundreds of times, and the mean of 8 rounding errors copied 256
   // times each is noise however many elements carry it (issue 21: constant rows, Sq = 1, GQA).
   // So each distinct pair counts once, and the rules apply with kMinDistinctPairs* (criteria.h) of them.
-  RoundingEvidence ev = rounding_evidence(p.dtype, evidence, tol.ulp_n);
+  RoundingEvidence ev = rounding_evidence(od, evidence, tol.ulp_n);
   auto too_few = [](int64_t floor) { return " (< " + std::to_string(floor) + ")"; };
   auto evidence_text = [&] {
     char buf[160];

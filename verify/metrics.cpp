@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 namespace flashcheck {
@@ -12,6 +13,10 @@ uint32_t poison_bits(DType d) {
     case DType::f32: return 0xFFE5A5A5u;
     case DType::f16: return 0xFFA5u;
     case DType::bf16: return 0xFFE5u;
+    // fp8 is an input dtype only (outputs are bf16/f16: Problem::o_dtype); its poison is a NaN all
+    // the same, for any buffer that would hold it.
+    case DType::e4m3:
+    case DType::e5m2: return 0xFFu;
   }
   return 0;
 }
@@ -21,6 +26,8 @@ float poison_value(DType d) {
     case DType::f32: return std::bit_cast<float>(poison_bits(d));
     case DType::f16: return f16_bits_to_f32(static_cast<uint16_t>(poison_bits(d)));
     case DType::bf16: return bf16_bits_to_f32(static_cast<uint16_t>(poison_bits(d)));
+    case DType::e4m3:
+    case DType::e5m2: return std::numeric_limits<float>::quiet_NaN();
   }
   return 0;
 }
@@ -30,6 +37,7 @@ bool is_poison(DType d, float widened) {
   static const uint32_t widened_bits[3] = {std::bit_cast<uint32_t>(poison_value(DType::f32)),
                                            std::bit_cast<uint32_t>(poison_value(DType::f16)),
                                            std::bit_cast<uint32_t>(poison_value(DType::bf16))};
+  if (is_fp8(d)) return false;  // no output is fp8: nothing of that dtype was poisoned
   const int i = d == DType::f32 ? 0 : d == DType::f16 ? 1 : 2;
   return std::bit_cast<uint32_t>(widened) == widened_bits[i];
 }
@@ -68,8 +76,8 @@ uint64_t ulp_distance(DType d, float a, float b) {
 
 double ulp_at(DType d, double x) {
   // mantissa bits after the point, and the smallest normal exponent, per dtype
-  const int frac_bits = d == DType::f32 ? 23 : d == DType::f16 ? 10 : 7;
-  const int min_exp = d == DType::f16 ? -14 : -126;
+  const int frac_bits = d == DType::f32 ? 23 : d == DType::f16 ? 10 : d == DType::bf16 ? 7 : d == DType::e4m3 ? 3 : 2;
+  const int min_exp = d == DType::f16 || d == DType::e5m2 ? -14 : d == DType::e4m3 ? -6 : -126;
   int e = 0;
   std::frexp(std::fabs(x), &e);  // |x| = m·2^e, m in [0.5, 1): the leading bit is 2^(e-1)
   return std::ldexp(1.0, std::max(e - 1, min_exp) - frac_bits);
