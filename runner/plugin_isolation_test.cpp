@@ -128,7 +128,7 @@ TEST(Description, RoundTripsEveryField) {
     Capabilities c;
     std::string name() const override { return "fake"; }
     const Capabilities& caps() const override { return c; }
-    void forward(const Problem&, const void*, const void*, const void*, void*, float*, void*) const override {}
+    void forward(const Problem&, const KernelArgs&) const override {}
   };
   std::mt19937_64 g(flashcheck::testing::seed_for(2100));
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };

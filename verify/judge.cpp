@@ -36,7 +36,10 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   }
   if (out.oob_writes)
     r.criteria.push_back({"out_of_bounds", *out.oob_writes == 0, static_cast<double>(*out.oob_writes), 0,
-                          "canary bytes around o and lse overwritten (writes past the buffers)"});
+                          "canary bytes around the kernel's buffers overwritten (writes past them)"});
+  if (out.padding_writes)
+    r.criteria.push_back({"padding_written", *out.padding_writes == 0, static_cast<double>(*out.padding_writes), 0,
+                          "output elements outside every row (padding past cu_seqlens) written"});
   return r;
 }
 

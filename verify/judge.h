@@ -36,6 +36,9 @@ struct KernelOutput {
   // Canary bytes around o and lse that changed, when the caller fenced the buffers (the harness);
   // absent when nobody could look (an output file).
   std::optional<int64_t> oob_writes;
+  // Output elements no row maps to (THD padding rows past cu_seqlens, their LSE) that the kernel
+  // wrote, when the caller poisoned them (the harness); absent when there are none to look at.
+  std::optional<int64_t> padding_writes;
 };
 
 struct JudgeOptions {
