@@ -1,12 +1,16 @@
 #include "fuzz/generators.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
+
+#include "reference/mask.h"
 
 namespace flashcheck {
 
@@ -28,7 +32,22 @@ constexpr std::pair<int64_t, int64_t> kResiduePairs[] = {
 
 int64_t mod(int64_t x, int64_t m) { return ((x % m) + m) % m; }
 
+void check_space(const ProblemSpace& s) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("ProblemSpace." + what); };
+  if (s.head_dims.empty() && s.max_head_dim < 1) bad("max_head_dim must be >= 1 when no head dims are listed");
+  if (s.layouts.empty()) bad("layouts lists no layout (bhsd is the plain one)");
+  if (s.max_varlen_batch < 1) bad("max_varlen_batch must be >= 1");
+  for (int64_t ps : s.page_sizes)
+    if (ps < 1) bad("page_sizes holds " + std::to_string(ps) + "; page sizes are >= 1");
+  for (Alibi a : s.alibi)
+    if (a == Alibi::none) bad("alibi lists 'none'; list the forms drawn (symmetric, signed), or none at all");
+  if (s.alibi_per_batch && s.alibi.empty()) bad("alibi_per_batch without any ALiBi form");
+  for (DType d : s.out_dtypes)
+    if (d != DType::bf16 && d != DType::f16) bad("out_dtypes holds " + std::string(to_string(d)) + "; fp8 outputs are bf16 or f16");
+}
+
 void check_tiles(const ProblemSpace& s) {
+  check_space(s);
   for (size_t i = 0; i < s.tiles.size(); ++i) {
     const TileShape& t = s.tiles[i];
     if (t.head_dim < 1 || t.block_q < 1 || t.block_kv < 1)
@@ -101,10 +120,24 @@ struct Values {
   std::optional<double> scale;  // set: replaces the problem's
 };
 
-Values boundary_values(bool allow_custom_scale) {
+Values boundary_values(bool allow_custom_scale, DType dtype) {
   // Percent: large at scale >= 1, outlier keys and constant rows 20 each; N(0,1) 20 keeps the
   // rounding-sensitive criteria fed; the rest 20 as before.
   const int pick = *rc::gen::inRange(0, 100);
+  if (is_fp8(dtype)) {
+    // fp8 saturates (e4m3 at 448): large values and constant rows, whose scores and weights sit at
+    // their extremes, are where a kernel's scaling before the fp8 cast of P or of the output
+    // breaks. 30 / 30, outlier keys 20, N(0,1) and the rest 10 each. (No plain space lists an fp8
+    // dtype: the draws of plain spaces are unchanged.)
+    if (pick < 30) {
+      if (!allow_custom_scale) return {Dist::large, std::nullopt};
+      return {Dist::large, *rc::gen::elementOf(std::vector<double>{1.0, 2.0})};
+    }
+    if (pick < 60) return {Dist::constant_rows, std::nullopt};
+    if (pick < 80) return {Dist::outlier_keys, std::nullopt};
+    if (pick < 90) return {Dist::normal, std::nullopt};
+    return {*rc::gen::elementOf(std::vector<Dist>{Dist::uniform, Dist::equal_scores}), std::nullopt};
+  }
   if (pick < 20) {
     if (!allow_custom_scale) return {Dist::large, std::nullopt};
     return {Dist::large, *rc::gen::elementOf(std::vector<double>{1.0, 2.0})};
@@ -113,6 +146,214 @@ Values boundary_values(bool allow_custom_scale) {
   if (pick < 60) return {Dist::constant_rows, std::nullopt};
   if (pick < 80) return {Dist::normal, std::nullopt};
   return {*rc::gen::elementOf(std::vector<Dist>{Dist::uniform, Dist::equal_scores, Dist::large}), std::nullopt};
+}
+
+
+// ---- Head dims when a kernel declares none (issue #21 item 7) ----
+
+// The grid kernels usually compile, and values off it: non-multiples of 8 (vector widths, MMA
+// k-steps and 16-byte loads all assume them), 1, and one past a power of two.
+constexpr int64_t kGridHeadDims[] = {16, 32, 40, 64, 80, 96, 128, 192, 256};
+constexpr int64_t kOffGridHeadDims[] = {1, 2, 3, 4, 5, 7, 9, 12, 15, 17, 20, 33, 36, 50, 63, 65, 100, 127, 129, 130, 200, 255};
+
+// A head dim in [1, at_most]: the grid half the time, an off-grid value a quarter, uniform a quarter.
+int64_t any_head_dim(int64_t at_most) {
+  std::vector<int64_t> grid, off;
+  for (int64_t d : kGridHeadDims)
+    if (d <= at_most) grid.push_back(d);
+  for (int64_t d : kOffGridHeadDims)
+    if (d <= at_most) off.push_back(d);
+  const int pick = *rc::gen::inRange(0, 4);
+  if (pick < 2 && !grid.empty()) return *rc::gen::elementOf(grid);
+  if (pick == 2 && !off.empty()) return *rc::gen::elementOf(off);
+  return *rc::gen::inRange<int64_t>(1, at_most + 1);
+}
+
+int64_t draw_head_dim(const ProblemSpace& s) {
+  return s.head_dims.empty() ? any_head_dim(s.max_head_dim) : *rc::gen::elementOf(s.head_dims);
+}
+
+// ---- Variants (problem model 2) ----
+
+// A variant is on in half the cases; the "off" side is the one RapidCheck shrinks to.
+bool coin() { return *rc::gen::inRange(0, 2) == 1; }
+
+// One listed sequence length in [0, max_seq] (from 1 when !allow_zero), aimed at modulus m: empty
+// and one-token sequences (where a kernel's per-sequence loop bounds and fast paths go wrong), a
+// multiple of m or one of its neighbours, or uniform.
+int64_t listed_length(int64_t max_seq, int64_t m, bool allow_zero) {
+  const int pick = *rc::gen::inRange(0, 10);
+  if (pick == 0 && allow_zero) return 0;
+  if (pick <= 1) return 1;
+  if (pick <= 6) {
+    const int64_t r = *rc::gen::elementOf(std::vector<int64_t>(std::begin(kResidues), std::end(kResidues)));
+    if (const std::optional<int64_t> x = at_residue(m, r, max_seq)) return *x;
+  }
+  return *rc::gen::inRange<int64_t>(1, max_seq + 1);
+}
+
+// Page sizes when a kernel allows any: 1 (every key its own page), small primes that divide
+// nothing, the usual 16..256, and the key tile (pages and tiles in step).
+int64_t any_page_size(const TileShape& t) {
+  return *rc::gen::elementOf(std::vector<int64_t>{1, 2, 3, 5, 7, 16, 16, 32, 64, 64, 128, 256, t.block_kv});
+}
+
+// seqused that uses every stored key changes nothing: then sequence 0 (never empty) uses one key less.
+void keep_seqused_short(Problem& p) {
+  if (p.seqused_kv.empty()) return;
+  for (int64_t b = 0; b < p.batch; ++b)
+    if (p.skv(b) < p.skv_stored(b)) return;
+  p.seqused_kv[0] = p.skv_stored(0) - 1;
+}
+
+// Sequence structure: layout, variable-length lists (thd), a paged cache, seqused. Sequence 0 keeps
+// the plain draw's (Sq, Skv), aimed at the tiles; the others are drawn here. Paged cache lengths
+// are aimed at the page size (a last page partly filled, or exactly full, or one key over).
+void draw_sequences(Problem& p, const ProblemSpace& s, const TileShape& t) {
+  p.layout = s.layouts.size() > 1 ? *rc::gen::elementOf(s.layouts) : s.layouts.front();
+  const bool thd = p.layout == Layout::thd;
+  const bool paged = s.paged && coin();
+  if (thd || paged) {
+    if (paged) {
+      p.page_size = s.page_sizes.empty() ? any_page_size(t) : *rc::gen::elementOf(s.page_sizes);
+      p.page_order = *rc::gen::elementOf(std::vector<PageOrder>{PageOrder::identity, PageOrder::shuffled, PageOrder::shared});
+    }
+    p.batch = *rc::gen::inRange<int64_t>(1, s.max_varlen_batch + 1);
+    // A decode batch: max_seqlen_q == 1 (one query or none per sequence), the fast path of many kernels.
+    const bool decode = thd && *rc::gen::inRange(0, 6) == 0;
+    p.seqlens_kv.assign(1, p.seq_kv);
+    if (thd) p.seqlens_q.assign(1, decode ? 1 : p.seq_q);
+    for (int64_t b = 1; b < p.batch; ++b) {
+      p.seqlens_kv.push_back(listed_length(s.max_seq, paged ? p.page_size : t.block_kv, true));
+      if (thd) p.seqlens_q.push_back(decode ? *rc::gen::inRange<int64_t>(0, 2) : listed_length(s.max_seq, t.block_q, true));
+    }
+  }
+  if (s.seqused && !paged && coin()) {
+    // Keys used below those stored: none, one, one short, a tile boundary, or any; at least one
+    // sequence strictly short (keep_seqused_short).
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t stored = p.skv_stored(b);
+      int64_t used = stored;
+      switch (*rc::gen::inRange(0, 6)) {
+        case 0: used = 0; break;
+        case 1: used = std::min<int64_t>(1, stored); break;
+        case 2: used = std::max<int64_t>(stored - 1, 0); break;
+        case 3: used = std::min(stored, (stored / t.block_kv) * t.block_kv + *rc::gen::inRange<int64_t>(-1, 2)); break;
+        case 4: used = *rc::gen::inRange<int64_t>(0, stored + 1); break;
+        default: break;
+      }
+      p.seqused_kv.push_back(std::clamp<int64_t>(used, 0, stored));
+    }
+    keep_seqused_short(p);
+  }
+}
+
+// One side of a window for row 0 of sequence 0, whose aligned key is d: unbounded, 0, 1..3, a
+// bound that puts the row's edge key on a key-tile boundary or one off it, or any bound up to
+// `reach`. `left`: the edge is the first visible key d − bound; else the last, d + bound.
+int64_t window_bound(bool left, int64_t d, int64_t bn, int64_t reach) {
+  const int pick = *rc::gen::inRange(0, 20);
+  if (pick < 3) return -1;
+  if (pick < 6) return 0;
+  if (pick < 9) return *rc::gen::inRange<int64_t>(1, 4);
+  if (pick < 16) {
+    // Edge e = k·BN + r, r in {−1, 0, 1}. With BN | BM the rows that start a query tile put their
+    // edge on the same residue; other rows sweep the rest.
+    const int64_t r = *rc::gen::inRange<int64_t>(-1, 2);
+    auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+    if (left) {  // bound = d − e ≥ 0: e ≤ d; the nearest few tiles below d
+      const int64_t kmax = floor_div(d - r, bn);
+      const int64_t e = (kmax - *rc::gen::inRange<int64_t>(0, 3)) * bn + r;
+      return std::min(d - e, reach);
+    }
+    const int64_t kmin = -floor_div(-(d - r), bn);  // ceil((d − r) / BN): e ≥ d
+    const int64_t e = (kmin + *rc::gen::inRange<int64_t>(0, 3)) * bn + r;
+    return std::min(e - d, reach);
+  }
+  return *rc::gen::inRange<int64_t>(0, reach + 1);
+}
+
+void draw_window(Problem& p, const TileShape& t) {
+  const int64_t sq = p.sq(0), skv = p.skv(0);
+  const int64_t d = alignment_offset(p, sq, skv), reach = sq + skv;
+  p.window.left = window_bound(true, d, t.block_kv, reach);
+  p.window.right = window_bound(false, d, t.block_kv, reach);
+  // A window that changes nothing (unbounded on the left, and on the right or under a causal mode)
+  // is a plain problem: bound the left side instead.
+  if (p.window.left == -1 && (p.window.right == -1 || p.causal != Causal::none)) {
+    const int64_t r = *rc::gen::inRange<int64_t>(-1, 2);
+    p.window.left = std::clamp<int64_t>(d - (d / t.block_kv) * t.block_kv - r, 0, reach);
+  }
+}
+
+// Caps that bind (scores of N(0,1) inputs are a few units; `large` ones far more) and caps so
+// large they barely move a score.
+double draw_softcap() {
+  const int pick = *rc::gen::inRange(0, 10);
+  if (pick < 5) return *rc::gen::elementOf(std::vector<double>{0.5, 1.0, 2.0, 5.0});
+  if (pick < 8) return *rc::gen::elementOf(std::vector<double>{10.0, 20.0, 30.0, 50.0});
+  return *rc::gen::elementOf(std::vector<double>{1e3, 1e6});
+}
+
+// (Query, key) pairs sequence b's rows see: the work a kernel and the oracle do for it.
+double visible_pairs(const Problem& p, int64_t b) {
+  double n = 0;
+  for (int64_t i = 0; i < p.sq(b); ++i) n += static_cast<double>(visible_range(p, b, i).count());
+  return n;
+}
+
+double visible_work(const Problem& p) {
+  return p.flops() / 2.0;  // Hq · visible pairs · (Dqk + Dv)
+}
+
+// Sequence b leaves every per-sequence list.
+void drop_sequence(Problem& p, int64_t b) {
+  for (auto* v : {&p.seqlens_q, &p.seqlens_kv, &p.seqused_kv})
+    if (!v->empty()) v->erase(v->begin() + b);
+  --p.batch;
+  normalize(p);
+}
+
+// The variants the space allows, after the plain problem's draws (whose lengths become sequence
+// 0's), then the work budget over the visible pairs: batch (the heaviest sequence but the aimed
+// one, one at a time), then heads, never length.
+void draw_variants(Problem& p, const ProblemSpace& s, const TileShape& t) {
+  const bool windowed = s.windows && coin();
+  // Sq > Skv with a window (a quarter of them): a right bound clipped to Skv goes wrong there.
+  if (windowed && *rc::gen::inRange(0, 4) == 0) {
+    if (p.seq_q < p.seq_kv) std::swap(p.seq_q, p.seq_kv);
+    else if (p.seq_q == p.seq_kv && p.seq_kv > 1) --p.seq_kv;
+    else if (p.seq_q == p.seq_kv && s.max_seq > 1) p.seq_q = 2;
+  }
+  draw_sequences(p, s, t);
+  normalize(p);
+  if (windowed) draw_window(p, t);
+  if (s.softcap && coin()) p.softcap = draw_softcap();
+  if (!s.alibi.empty() && coin()) {
+    p.alibi = s.alibi.size() > 1 ? *rc::gen::elementOf(s.alibi) : s.alibi.front();
+    p.alibi_per_batch = s.alibi_per_batch && coin();
+  }
+  if (s.sinks && coin()) p.sinks = true;
+  if (is_fp8(p.dtype)) {
+    if (!s.out_dtypes.empty()) p.out_dtype = *rc::gen::elementOf(s.out_dtypes);
+    if (!s.descales.empty()) p.descale = *rc::gen::elementOf(s.descales);
+  }
+  while (visible_work(p) > s.max_work && p.batch > 1) {
+    if (p.seqlens_q.empty() && p.seqlens_kv.empty()) {  // dense: as the plain draw, one sequence
+      p.batch = 1;
+      if (p.seqused_kv.size() > 1) p.seqused_kv.erase(p.seqused_kv.begin() + 1, p.seqused_kv.end());
+      break;
+    }
+    int64_t heaviest = 1;
+    for (int64_t b = 2; b < p.batch; ++b)
+      if (visible_pairs(p, b) > visible_pairs(p, heaviest)) heaviest = b;
+    drop_sequence(p, heaviest);
+  }
+  if (visible_work(p) > s.max_work && p.heads_kv > 1) p.heads_q /= p.heads_kv, p.heads_kv = 1;
+  if (visible_work(p) > s.max_work && p.heads_q > 1) p.heads_q = 1;
+  keep_seqused_short(p);  // the sequences dropped may have been the short ones
+  normalize(p);
+  validate(p);  // a generator bug surfaces here, naming the field, not in a kernel
 }
 
 }  // namespace
@@ -141,24 +382,32 @@ rc::Gen<Problem> gen_problem(const ProblemSpace& s) {
     p.causal = *rc::gen::elementOf(s.causals);
     if (s.boundary_aware) {
       // The head dim first: it picks the tile the lengths are aimed at.
-      p.head_dim_qk = *rc::gen::elementOf(s.head_dims);
+      p.head_dim_qk = draw_head_dim(s);
       std::tie(p.seq_q, p.seq_kv) = boundary_lengths(s.max_seq, tile_for(s, p.head_dim_qk));
     } else {
       std::tie(p.seq_q, p.seq_kv) = legacy_lengths(s.max_seq);
-      p.head_dim_qk = *rc::gen::elementOf(s.head_dims);
+      p.head_dim_qk = draw_head_dim(s);
     }
     p.head_dim_v = p.head_dim_qk;
     if (s.allow_dv_ne_dqk && *rc::gen::inRange(0, 4) == 0) {
-      std::vector<int64_t> smaller;
-      for (int64_t d : s.head_dims)
-        if (d <= p.head_dim_qk) smaller.push_back(d);
-      p.head_dim_v = *rc::gen::elementOf(smaller);
+      if (s.head_dims.empty()) {
+        p.head_dim_v = any_head_dim(p.head_dim_qk);
+      } else {
+        std::vector<int64_t> smaller;
+        for (int64_t d : s.head_dims)
+          if (d <= p.head_dim_qk) smaller.push_back(d);
+        p.head_dim_v = *rc::gen::elementOf(smaller);
+      }
     }
     p.heads_kv = *rc::gen::inRange<int64_t>(1, s.max_heads_kv + 1);
     p.heads_q = p.heads_kv * *rc::gen::inRange<int64_t>(1, s.max_group + 1);
     p.batch = *rc::gen::inRange<int64_t>(1, s.max_batch + 1);
     if (s.allow_custom_scale && *rc::gen::inRange(0, 8) == 0)
       p.scale = *rc::gen::elementOf(std::vector<double>{1.0, 0.5, 0.0625, 2.0});
+    if (s.variants()) {
+      draw_variants(p, s, tile_for(s, p.head_dim_qk));
+      return p;
+    }
     // Fit the work budget by giving up batch, then heads (GQA ratio kept when possible).
     auto work = [&] {
       return static_cast<double>(p.batch * p.heads_q) * static_cast<double>(p.seq_q) *
@@ -185,13 +434,136 @@ rc::Gen<Case> gen_case(const ProblemSpace& s) {
   return rc::gen::exec([s, problem] {
     Case c;
     c.problem = *problem;
-    const Values v = boundary_values(s.allow_custom_scale);
+    const Values v = boundary_values(s.allow_custom_scale, c.problem.dtype);
     c.dist = v.dist;
     if (v.scale) c.problem.scale = v.scale;
     c.seed = *rc::gen::arbitrary<uint64_t>();
     return c;
   });
 }
+
+namespace {
+
+// Row 0 of sequence 0 has an edge of its window on a key-tile boundary or one off it.
+bool window_edge_at_tile(const Problem& p, int64_t bn) {
+  const int64_t d = alignment_offset(p, p.sq(0), p.skv(0));
+  auto at = [&](int64_t e) {
+    const int64_t r = mod(e, bn);
+    return r == 0 || r == 1 || r == mod(-1, bn);
+  };
+  const int64_t right = p.causal != Causal::none ? (p.window.right < 0 ? 0 : std::min<int64_t>(p.window.right, 0)) : p.window.right;
+  return (p.window.left >= 0 && at(d - p.window.left)) || (right >= 0 && at(d + right));
+}
+
+// Some row of some sequence sees no key; some used key of some sequence is seen by no row.
+bool has_empty_row(const Problem& p) {
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t i = 0; i < p.sq(b); ++i)
+      if (visible_range(p, b, i).empty()) return true;
+  return false;
+}
+bool has_unseen_key(const Problem& p) {
+  for (int64_t b = 0; b < p.batch; ++b) {
+    // Both ends of the visible range never decrease with the row: the union is one interval
+    // when consecutive ranges overlap, and any gap or end left out is an unseen key.
+    int64_t covered = 0;
+    for (int64_t i = 0; i < p.sq(b); ++i) {
+      const KeyRange r = visible_range(p, b, i);
+      if (r.empty()) continue;
+      if (r.lo > covered) return true;
+      covered = std::max(covered, r.hi);
+    }
+    if (covered < p.skv(b)) return true;
+  }
+  return false;
+}
+
+// The variant classes of a space (boundary_statistics): each with its population and its test.
+struct VariantClass {
+  std::string name;
+  std::function<bool(const Case&)> of, hit;
+};
+
+void add_variant_classes(const ProblemSpace& s, const std::vector<Case>& cases, std::vector<ClassCount>& out) {
+  std::vector<VariantClass> classes;
+  const auto any = [](const Case&) { return true; };
+  auto add = [&](std::string name, std::function<bool(const Case&)> of, std::function<bool(const Case&)> hit) {
+    classes.push_back({std::move(name), std::move(of), std::move(hit)});
+  };
+  if (s.head_dims.empty()) add("Dqk%8!=0", any, [](const Case& c) { return c.problem.head_dim_qk % 8 != 0; });
+  if (s.windows) {
+    const auto windowed = [](const Case& c) { return !c.problem.window.none(); };
+    add("window", any, windowed);
+    add("window left=0", windowed, [](const Case& c) { return c.problem.window.left == 0; });
+    add("window right=0", windowed, [](const Case& c) { return c.problem.window.right == 0; });
+    add("window edge at tile±1", windowed,
+        [&s](const Case& c) { return window_edge_at_tile(c.problem, tile_for(s, c.problem.head_dim_qk).block_kv); });
+    add("window Sq>Skv", windowed, [](const Case& c) { return c.problem.sq(0) > c.problem.skv(0); });
+    add("window empty row", windowed, [](const Case& c) { return has_empty_row(c.problem); });
+    add("window unseen key", windowed, [](const Case& c) { return has_unseen_key(c.problem); });
+  }
+  if (s.softcap) {
+    add("softcap<=5", any, [](const Case& c) { return c.problem.softcap > 0 && c.problem.softcap <= 5; });
+    add("softcap>=30", any, [](const Case& c) { return c.problem.softcap >= 30; });
+  }
+  for (Alibi a : s.alibi)
+    add("alibi " + std::string(to_string(a)), any, [a](const Case& c) { return c.problem.alibi == a; });
+  if (s.alibi_per_batch) add("alibi slopes=batch", any, [](const Case& c) { return c.problem.alibi_per_batch; });
+  if (s.sinks) add("sinks", any, [](const Case& c) { return c.problem.sinks; });
+  if (s.layouts.size() > 1)
+    for (Layout l : s.layouts) add("layout " + std::string(to_string(l)), any, [l](const Case& c) { return c.problem.layout == l; });
+  if (std::find(s.layouts.begin(), s.layouts.end(), Layout::thd) != s.layouts.end()) {
+    const auto varlen = [](const Case& c) { return c.problem.varlen(); };
+    add("varlen empty sequence", varlen, [](const Case& c) {
+      const Problem& p = c.problem;
+      for (int64_t b = 0; b < p.batch; ++b)
+        if (p.sq(b) == 0 || p.skv_stored(b) == 0) return true;
+      return false;
+    });
+    add("varlen one-token sequence", varlen, [](const Case& c) {
+      const Problem& p = c.problem;
+      for (int64_t b = 0; b < p.batch; ++b)
+        if (p.sq(b) == 1 || p.skv_stored(b) == 1) return true;
+      return false;
+    });
+    add("varlen max_seqlen_q=1", varlen, [](const Case& c) { return c.problem.seq_q == 1; });
+  }
+  if (s.seqused) add("seqused<stored", any, [](const Case& c) { return !c.problem.seqused_kv.empty(); });
+  if (s.paged) {
+    const auto paged = [](const Case& c) { return c.problem.paged(); };
+    add("paged", any, paged);
+    add("paged last page partial", paged, [](const Case& c) {
+      const Problem& p = c.problem;
+      for (int64_t b = 0; b < p.batch; ++b)
+        if (p.skv(b) % p.page_size != 0) return true;
+      return false;
+    });
+    add("paged shuffled", paged, [](const Case& c) { return c.problem.page_order == PageOrder::shuffled; });
+    add("paged shared", paged, [](const Case& c) { return c.problem.page_order == PageOrder::shared && c.problem.batch > 1; });
+  }
+  for (DType d : s.dtypes) {
+    if (!is_fp8(d)) continue;
+    const auto of_d = [d](const Case& c) { return c.problem.dtype == d; };
+    const std::string dn(to_string(d));
+    if (s.out_dtypes.size() > 1)
+      for (DType o : s.out_dtypes)
+        add(dn + " odtype=" + std::string(to_string(o)), of_d, [d, o](const Case& c) { return c.problem.dtype == d && c.problem.o_dtype() == o; });
+    if (s.descales.size() > 1)
+      for (Descale x : s.descales)
+        add(dn + " descale=" + std::string(to_string(x)), of_d, [d, x](const Case& c) { return c.problem.dtype == d && c.problem.descale == x; });
+  }
+  for (const VariantClass& v : classes) {
+    ClassCount cc{v.name, 0, 0};
+    for (const Case& c : cases)
+      if (v.of(c)) {
+        ++cc.of;
+        cc.hits += v.hit(c);
+      }
+    out.push_back(cc);
+  }
+}
+
+}  // namespace
 
 std::vector<ClassCount> boundary_statistics(const ProblemSpace& s, const std::vector<Case>& cases) {
   std::vector<ClassCount> out;
@@ -221,7 +593,9 @@ std::vector<ClassCount> boundary_statistics(const ProblemSpace& s, const std::ve
   for (const Case& c : cases) {
     const Problem& p = c.problem;
     const TileShape t = tile_for(s, p.head_dim_qk);
-    const int64_t values[] = {p.seq_q, p.seq_kv, p.seq_kv - p.seq_q};
+    // Sequence 0's lengths: the ones aimed at the tiles (the others of a listed batch are drawn apart).
+    const int64_t sq0 = p.sq(0), skv0 = p.skv_stored(0);
+    const int64_t values[] = {sq0, skv0, skv0 - sq0};
     for (int qi = 0; qi < 3; ++qi)
       for (int ti = 0; ti < 2; ++ti) {
         const int64_t m = ti == 0 ? t.block_q : t.block_kv;
@@ -235,15 +609,16 @@ std::vector<ClassCount> boundary_statistics(const ProblemSpace& s, const std::ve
         if (x >= m - 1 && x <= m + 1) return true;
       return false;
     };
-    if (p.seq_q == 1) bump("Sq=1");
-    if (p.seq_kv == 1) bump("Skv=1");
-    if (near_tile(p.seq_q)) bump("Sq=tile±1");
-    if (near_tile(p.seq_kv)) bump("Skv=tile±1");
+    if (sq0 == 1) bump("Sq=1");
+    if (skv0 == 1) bump("Skv=1");
+    if (near_tile(sq0)) bump("Sq=tile±1");
+    if (near_tile(skv0)) bump("Skv=tile±1");
     const std::string dn(to_string(p.dtype));
     if (c.dist == Dist::large && p.softmax_scale() >= 1.0) bump(dn + " large scale>=1");
     if (c.dist == Dist::outlier_keys) bump(dn + " outlier_keys");
     if (c.dist == Dist::constant_rows) bump(dn + " constant_rows");
   }
+  add_variant_classes(s, cases, out);
   return out;
 }
 

@@ -34,6 +34,40 @@ struct ProblemSpace {
   // true: most cases put Sq, Skv and Skv − Sq at tile-boundary residues and draw the hostile value
   // classes often (issue #14). false: the draw of earlier releases, kept to compare against.
   bool boundary_aware = true;
+
+  // An empty head_dims list means the kernel declares none: Dqk and Dv are then drawn from the
+  // grid above half the time and from anything in 1..max_head_dim the other half, mostly values
+  // that are not multiples of 8 (which the grid never reaches).
+  int64_t max_head_dim = 256;
+
+  // ---- Problem model 2: the variants a kernel may declare (reference/problem.h). Every default is
+  // "none", and a space that leaves all of them alone draws exactly the problems of before, case
+  // for case: the variant draws follow every draw of the plain problem and happen only when
+  // allowed. fp8 inputs are declared in `dtypes` (e4m3, e5m2). When variants are allowed, each is
+  // on in about half the cases, aimed at its boundaries (generators.cpp says which), and the work
+  // budget counts the visible (query, key) pairs only.
+  bool windows = false;                       // sliding windows (left, right), any causal mode of `causals`
+  bool softcap = false;                       // caps small enough to bind and large ones
+  std::vector<Alibi> alibi;                   // ALiBi forms drawn (symmetric, signed_); empty: none
+  bool alibi_per_batch = false;               // slopes [B, Hq] as well as [Hq] (needs alibi)
+  bool sinks = false;                         // one sink logit per query head
+  std::vector<Layout> layouts{Layout::bhsd};  // storage layouts; thd: variable-length (packed) batches
+  bool seqused = false;                       // seqused_kv below the stored keys (dense caches and thd)
+  bool paged = false;                         // K/V in a paged cache (any q layout of `layouts`)
+  std::vector<int64_t> page_sizes;            // page sizes allowed; empty (with paged): any size >= 1
+  std::vector<DType> out_dtypes;              // fp8 inputs' output dtypes (bf16, f16); empty: unset (bf16)
+  std::vector<Descale> descales;              // fp8 descale granularities drawn; empty: none
+  int64_t max_varlen_batch = 5;               // sequences of a thd or paged batch (dense: max_batch)
+
+  // Any variant allowed (head dims aside): the draw and the work budget of problem model 2 apply.
+  // out_dtypes and descales count only with an fp8 dtype listed, so a space that fills them in for
+  // every kernel still draws plain problems, case for case as before, where no fp8 is declared.
+  bool variants() const {
+    bool fp8 = false;
+    for (DType d : dtypes) fp8 |= is_fp8(d);
+    return windows || softcap || !alibi.empty() || sinks || layouts != std::vector<Layout>{Layout::bhsd} || seqused ||
+           paged || fp8;
+  }
 };
 
 // The moduli aimed at when a head dim has no declared tile: 128 rows × 64 keys covers 64 too.
@@ -58,7 +92,12 @@ rc::Gen<Case> gen_case(const ProblemSpace& space = {});
 // classes (`Sq%BM=BM-1`, `(Skv-Sq)%BN=2`, `Skv=1`, `Sq=tile±1`, ...) count over every case, with BM
 // and BN the case's own tile (tile_for its Dqk); value classes (`bf16 large scale>=1`,
 // `f16 outlier_keys`, `f32 constant_rows`) count over the cases of their dtype (`of`). Every class
-// the space can produce is listed, hit or not.
+// the space can produce is listed, hit or not. For dense problems Sq and Skv are the lengths; for
+// listed ones (varlen, paged) those of sequence 0, the one the lengths are aimed with.
+// Spaces with variants add a class per variant the space allows, over every case (`window`,
+// `softcap<=5`, `alibi signed`, `layout thd`, `paged`, `Dqk%8!=0`, ...), and their boundary
+// classes over the cases that have the variant (`window edge at tile±1`, `window empty row`,
+// `varlen empty sequence`, `varlen max_seqlen_q=1`, `paged last page partial`, `e4m3 descale=head`, ...).
 struct ClassCount {
   std::string name;
   int64_t hits = 0;

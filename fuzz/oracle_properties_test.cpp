@@ -229,7 +229,19 @@ RC_GTEST_PROP(NaiveOracle, GroupedQueryAttentionEqualsRepeatedKvHeads, ()) {
       rep.v.insert(rep.v.end(), in.v.begin() + kv * p.seq_kv * p.head_dim_v, in.v.begin() + (kv + 1) * p.seq_kv * p.head_dim_v);
     }
   const OracleResult a = naive_attention(p, in), b = naive_attention(mha, rep);
-  RC_ASSERT(a.o == b.o);
+  // Not bitwise: the oracle hands a GQA group's query heads to BLAS as one tall block, and
+  // OpenBLAS's summation order (so the last bits) depends on the block's height and on how many
+  // threads split it. Both are fp64 of the same sums, so they agree to a few ulp of the result's
+  // scale; a wrong KV head would be off by O(1).
+  RC_ASSERT(a.o.size() == b.o.size());
+  double scale = 0;
+  for (double x : b.o) scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < a.o.size(); ++i) {
+    if (std::fabs(a.o[i] - b.o[i]) > 1e-13 * (1 + scale)) {
+      RC_LOG() << "element " << i << ": gqa " << a.o[i] << " mha " << b.o[i] << "\n";
+      RC_FAIL("GQA output differs from the repeated-heads MHA output beyond fp64 reordering");
+    }
+  }
 }
 
 }  // namespace

@@ -40,7 +40,9 @@ inline KeyRange visible_range(const Problem& p, int64_t b, int64_t row) {
   int64_t right = p.window.right < 0 ? reach : std::min(p.window.right, reach);
   if (p.causal != Causal::none) right = std::min<int64_t>(right, 0);
   const int64_t center = row + d;
-  if (p.window.left >= 0) r.lo = std::max<int64_t>(0, center - std::min(p.window.left, reach));
+  // Both ends within [0, skv], an empty range included: callers take lo as the first key a block
+  // reads (a row whose window lies past the used keys must not send a block beyond them).
+  if (p.window.left >= 0) r.lo = std::clamp<int64_t>(center - std::min(p.window.left, reach), 0, skv);
   r.hi = std::clamp<int64_t>(center + right + 1, 0, skv);
   if (r.hi < r.lo) r.hi = r.lo;
   return r;

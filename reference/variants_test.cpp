@@ -11,6 +11,8 @@
 
 #include "reference/naive.h"
 #include "reference/random_variant_test_util.h"
+#include "reference/mask.h"
+#include "reference/sequences.h"
 #include "reference/storage.h"
 #include "testing/test_seed.h"
 
@@ -110,6 +112,21 @@ TEST(Variants, OracleMatchesTheTextbookOnEveryVariant) {
     expect_matches_textbook(p, in);
     if (HasFatalFailure()) return;
   }
+}
+
+// A row whose window lies wholly past its sequence's used keys sees nothing; its empty range must
+// not send the row's block past those keys into the next sequence's (found by the GPU oracle's
+// tests: an Inf there turned rows of another sequence NaN). The key planted there is large but
+// finite: the next sequence's own rows see it, and must agree with the textbook too.
+TEST(Variants, AWindowPastTheUsedKeysReadsNothingBeyondThem) {
+  const Problem p = parse_problem("b=2 h=1 sq=40 skv=40 d=16 causal=top_left window=4,0 layout=bshd used=10,40");
+  Inputs in = make_inputs(p, testing::seed_for(206));
+  const Sequences seqs(p);
+  for (int64_t c = 0; c < p.head_dim_qk; ++c) in.k[static_cast<size_t>(seqs.k_row(1, 0, 2) + c)] = 32.0f;
+  const KeyRange r = visible_range(p, 0, 30);
+  EXPECT_TRUE(r.empty());
+  EXPECT_LE(r.lo, p.skv(0));
+  expect_matches_textbook(p, in);
 }
 
 TEST(Variants, ProblemLinesRoundTrip) {

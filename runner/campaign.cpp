@@ -307,39 +307,47 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
   return failing;
 }
 
+Coverage coverage_of(const ProblemSpace& space) {
+  Coverage c;
+  c.axes = {"dtype", "head_dim", "causal", "heads"};
+  for (DType d : space.dtypes) c.declared["dtype"].emplace_back(to_string(d));
+  for (int64_t d : space.head_dims) c.declared["head_dim"].push_back(std::to_string(d));
+  for (Causal k : space.causals) c.declared["causal"].emplace_back(to_string(k));
+  c.declared["heads"] = space.max_group > 1 ? std::vector<std::string>{"MHA", "GQA", "MQA"} : std::vector<std::string>{"MHA"};
+  return c;
+}
+
+Coverage::Point coverage_point(const Problem& p) {
+  return {{"dtype", std::string(to_string(p.dtype))},
+          {"head_dim", std::to_string(p.head_dim_qk)},
+          {"causal", std::string(to_string(p.causal))},
+          {"heads", p.heads_q == p.heads_kv ? "MHA" : p.heads_kv == 1 ? "MQA" : "GQA"}};
+}
+
 std::optional<Tightness> tightest_criterion(const Report& r) {
   std::optional<Tightness> best;
   for (const Criterion& c : r.criteria) {
-    const bool reported_only = c.detail.rfind("reported only", 0) == 0 || c.detail.rfind("not applicable", 0) == 0;
-    // LSE's limit is atol + rtol*(|lse| + max|score|) per row; the flat atol the report carries
-    // would make a passing case look past its limit.
-    if ((reported_only || c.name == "lse") && c.pass) continue;
+    if (c.role != Criterion::Role::judged && c.pass) continue;  // held to nothing: says nothing about closeness
     if (!std::isfinite(c.limit)) continue;
-    double ratio;
-    if (c.name == "cosine")  // "at least": the share of the margin below 1 that was used
-      ratio = c.limit < 1 ? (1 - c.value) / (1 - c.limit) : (c.value >= c.limit ? 0.0 : INFINITY);
-    else if (c.limit > 0)
-      ratio = c.value / c.limit;
-    else  // counts held to 0 (unwritten, out_of_bounds, ...)
-      ratio = c.value > 0 ? INFINITY : 0.0;
+    double ratio = limit_used(c);  // the report's own share of the limit
     if (std::isnan(ratio)) ratio = INFINITY;
     if (!c.pass) ratio = std::max(ratio, 1.0);
     // On a tie (an exact kernel: every ratio 0) a criterion with a measured limit says more than a
-    // count held to 0: "rel_l2 0/0.001 (0%)", not "unwritten 0/0 (0%)".
+    // count held to 0: "rel_l2 0 ≤ 0.001 (0%)", not "unwritten 0 ≤ 0 (0%)".
     const bool says_more = best && ratio == best->ratio && best->limit == 0 && c.limit > 0;
-    if (!best || ratio > best->ratio || says_more) best = Tightness{c.name, c.value, c.limit, ratio, -1};
+    if (!best || ratio > best->ratio || says_more) best = Tightness{c.name, c.value, c.limit, ratio, -1, c.bound};
   }
   return best;
 }
 
 std::string to_text(const Tightness& t) {
-  char buf[160];
-  if (t.criterion == "cosine")
-    std::snprintf(buf, sizeof buf, "cosine %.9g >= %.9g", t.value, t.limit);
-  else
-    std::snprintf(buf, sizeof buf, "%s %.3g/%.3g", t.criterion.c_str(), t.value, t.limit);
-  std::string s = buf;
+  Criterion c;
+  c.value = t.value;
+  c.limit = t.limit;
+  c.bound = t.bound;
+  std::string s = t.criterion + " " + comparison_text(c, 3);
   if (std::isfinite(t.ratio)) {
+    char buf[32];
     std::snprintf(buf, sizeof buf, " (%.0f%%)", 100 * t.ratio);
     s += buf;
   }
@@ -438,10 +446,12 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
     s.unavailable = "declares none of the requested dtypes";
     return s;
   }
+  s.coverage = coverage_of(space);
   std::unique_ptr<KernelWorker> worker;
   if (opt.isolation.enabled) worker = std::make_unique<KernelWorker>(v, opt.plugin, opt.isolation);
   bool kept_hang = false;
   Progress progress(opt.progress);
+  bool cosine_seen = false;  // worst_cos stays NaN unless some judged case compared an element
   const auto t0 = std::chrono::steady_clock::now();
   auto line = [&](int64_t i) {
     char buf[200];
@@ -466,6 +476,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
         ++s.cases;
         ++s.skipped;
         ++s.skipped_by["needs more host memory than is usable"];
+        s.coverage.count(coverage_point(c.problem), Coverage::Outcome::skipped);
         progress.finish();
         char buf[160];
         std::snprintf(buf, sizeof buf, " needs ~%.1f GB of host memory, %.1f GB usable: not run (cannot test)\n", need / 1e9, have / 1e9);
@@ -485,6 +496,9 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
     };
     CaseOutcome o = run_case(v, c, opt.max_rows, opt.plugin, worker.get(), waiting, false, opt.oracle);
     ++s.cases;
+    s.coverage.count(coverage_point(c.problem), o.skipped  ? Coverage::Outcome::skipped
+                                                : o.passed ? Coverage::Outcome::passed
+                                                           : Coverage::Outcome::failed);
     if (o.skipped) {
       ++s.skipped;
       ++s.skipped_by[*o.skipped];
@@ -492,7 +506,10 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       if (o.judged()) {
         ++s.judged;
         s.worst_ulp = std::max(s.worst_ulp, o.report.ulp_max);
-        s.worst_cos = std::min(s.worst_cos, o.report.cosine);
+        if (o.report.compared > 0) {  // a cosine over no element is no evidence (it reads 1)
+          s.worst_cos = cosine_seen ? std::min(s.worst_cos, o.report.cosine) : o.report.cosine;
+          cosine_seen = true;
+        }
         if (auto t = tightest_criterion(o.report); t && (!s.tightest || t->ratio > s.tightest->ratio)) {
           s.tightest = *t;
           s.tightest->case_index = i;
@@ -533,7 +550,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       s.unload_failure = bad->detail;
       log << "\n" << s.name << " FAILED at the end: its plugin " << bad->detail << "\n";
     }
-  if (s.judged == 0) s.worst_cos = std::nan("");
+  if (!cosine_seen) s.worst_cos = std::nan("");
   return s;
 }
 

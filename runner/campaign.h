@@ -14,6 +14,7 @@
 #include "fuzz/generators.h"
 #include "runner/isolation.h"
 #include "runner/registry.h"
+#include "verify/coverage.h"
 #include "verify/expected.h"
 #include "verify/report.h"
 
@@ -86,9 +87,10 @@ struct Tightness {
   std::string criterion;
   double value = 0, limit = 0, ratio = 0;
   int64_t case_index = -1;
+  Criterion::Bound bound = Criterion::Bound::at_most;
 };
-// Over the criteria of one report that carry a limit the case is held to (reported-only criteria
-// and LSE, whose limit grows per row, are left out); empty when none applies.
+// Over the criteria of one report that carry a limit the case is held to (judged ones, and any
+// that failed); empty when none applies. Printed as the report prints it: "rel_l2 0.002 ≤ 0.018 (11%)".
 std::optional<Tightness> tightest_criterion(const Report& r);
 std::string to_text(const Tightness& t);
 
@@ -103,15 +105,23 @@ struct VariantSummary {
   std::map<std::string, int64_t> skipped_by;  // reason -> skipped cases: a skip is never silent
   std::optional<std::string> first_abnormal;  // e.g. "crashed (SIGSEGV)", the first such case's
   std::optional<Tightness> tightest;        // over the judged cases
-  // Over the judged cases only; with none judged, worst_cos is NaN (never a perfect-looking 1).
+  // Over the judged cases only; with none judged (or none with an element to compare), worst_cos
+  // is NaN (never a perfect-looking 1).
   uint64_t worst_ulp = 0;
   double worst_cos = 1.0;
   std::vector<CaseOutcome> failures;  // shrunk, at most max_failures_kept
   std::vector<std::string> repro;     // one command per kept failure
+  Coverage coverage;                  // cases per point of the drawn space (the --html overview)
   // The plugin's destructors or exit handlers crashed, exited or hung when its worker unloaded it
   // at the end: the kernel failed, though no case did.
   std::optional<std::string> unload_failure;
 };
+
+// The coverage record of a campaign over `space`: its axes and the values it declares (dtype,
+// head_dim, causal, heads), and the point a problem falls on. An axis added to the space (an
+// attention variant) is one more key in both; the overview page needs no change.
+Coverage coverage_of(const ProblemSpace& space);
+Coverage::Point coverage_point(const Problem& p);
 
 // Progress on stderr for long work: an updating line on a terminal; without one (logs, CI), a
 // line whenever `every_s` seconds passed since the last, so a silent log means a dead process.

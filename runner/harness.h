@@ -19,11 +19,11 @@ struct HarnessResult {
   int64_t oob_writes = 0;                 // canary bytes around the buffers that changed
   // Output elements outside every row (THD padding rows and their LSE) that no longer hold the
   // poison; absent when the problem's outputs have no such element.
-  std::optional<int64_t> padding_writes;
+  std::optional<int64_t> padding_written;
 
   // What the judge reads (it converts LSE from the declared base).
   KernelOutput output() const {
-    KernelOutput out{o, std::nullopt, oob_writes, padding_writes};
+    KernelOutput out{o, std::nullopt, oob_writes, padding_written};
     if (lse) out.lse = *lse;
     return out;
   }

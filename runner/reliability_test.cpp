@@ -321,7 +321,7 @@ TEST(Isolation, VariantsGiveTheSameBitsIsolatedAsInProcess) {
       EXPECT_EQ(std::memcmp(local.o.data(), r.result->o.data(), local.o.size() * 4), 0) << v->name() << " " << vc.what;
       ASSERT_TRUE(local.lse && r.result->lse);
       EXPECT_EQ(std::memcmp(local.lse->data(), r.result->lse->data(), local.lse->size() * 4), 0) << v->name() << " " << vc.what;
-      EXPECT_EQ(r.result->padding_writes, local.padding_writes) << vc.what;
+      EXPECT_EQ(r.result->padding_written, local.padding_written) << vc.what;
       EXPECT_EQ(r.result->oob_writes, 0);
     }
     EXPECT_EQ(w.starts(), 1) << "one worker serves every case of a kernel";
@@ -371,7 +371,7 @@ TEST(Isolation, Abi2KernelsThatMisbehaveGetTheirVerdicts) {
        "kernel_crashed", "write at byte 0 of input k (inputs are read-only)"},
       {FLASHCHECK_BROKEN_VARIANT_PLUGINS, "broken_padding_write",
        "b=3 hq=2 hkv=2 sq=4,7,1 skv=20,33,5 dqk=32 dv=32 causal=bottom_right dtype=bf16 layout=thd page=8 pages=shared",
-       "padding_written", "padding past cu_seqlens"},
+       "padding_written", "in padding rows (past the last sequence)"},
   };
   for (const Expected& e : all) {
     const auto described = describe_plugin(e.lib, isolated());
@@ -428,22 +428,21 @@ TEST(Loader, TakesAPathWithoutSlashRelativeToTheWorkingDirectory) {
 }
 
 // Reports never print "ok" beside a value past the limit they print, nor a perfect cosine for an
-// output in which nothing could be compared.
+// output in which nothing could be compared (the full matrix is verify/report_test.cpp).
 TEST(Report, NoOkBesideAValuePastItsLimit) {
+  using Role = Criterion::Role;
   Report r;
   r.elements = 4096;
   r.compared = 4096;
-  r.criteria.push_back({"ulp", true, 1.0, 0.45, "reported only: 300 significant elements (< 1024)"});
-  r.criteria.push_back({"lse", true, 0.002, 0.001, "0 rows off by more than atol + rtol*(...)"});
-  r.criteria.push_back({"rel_l2", true, 0.001, 0.01, "|o-r|/|r|, at most"});
+  r.criteria.push_back({"ulp", true, 1.0, 0.45, "reported only: 300 distinct pairs (< 1024)", Criterion::Bound::at_most, Role::reported_only});
+  r.criteria.push_back({"rel_l2", true, 0.001, 0.01, "|o-r|/|r|"});
   const std::string t = to_text(r);
   std::istringstream lines(t);
   for (std::string line; std::getline(lines, line);) {
     if (line.find(" ulp:") != std::string::npos) {
       EXPECT_EQ(line.find("ok"), std::string::npos) << line;
-      EXPECT_NE(line.find("reported only"), std::string::npos) << line;
+      EXPECT_NE(line.find("over limit (reported only)"), std::string::npos) << line;
     }
-    if (line.find(" lse:") != std::string::npos) EXPECT_NE(line.find("per-element limit"), std::string::npos) << line;
     if (line.find(" rel_l2:") != std::string::npos) EXPECT_EQ(line.rfind("  ok ", 0), 0u) << line;
   }
 }
@@ -458,28 +457,35 @@ TEST(Report, AllNanOutputHasNoPassingCosine) {
   const std::string t = to_text(r);
   std::istringstream lines(t);
   for (std::string line; std::getline(lines, line);)
-    if (line.find(" cosine:") != std::string::npos) EXPECT_EQ(line.find("ok"), std::string::npos) << t;
+    if (line.find(" cosine:") != std::string::npos) {
+      EXPECT_EQ(line.find("ok"), std::string::npos) << t;
+      EXPECT_EQ(line.rfind("  n/a  cosine: n/a", 0), 0u) << t;
+    }
 }
 
 TEST(Tightness, IsTheCriterionNearestItsLimit) {
+  using Role = Criterion::Role;
+  using Bound = Criterion::Bound;
   Report r;
   r.criteria.push_back({"unwritten", true, 0, 0, "poison left"});
-  r.criteria.push_back({"cosine", true, 0.99995, 0.9999, "at least"});            // half the margin
-  r.criteria.push_back({"rel_l2", true, 0.003, 0.01, "at most"});                 // 30%
-  r.criteria.push_back({"ulp", true, 0.9, 0.45, "reported only for this dtype"});  // not judged
-  r.criteria.push_back({"lse", true, 5, 1, "per row"});                            // per-row limit: left out
+  r.criteria.push_back({"cosine", true, 0.99995, 0.9999, "", Bound::at_least});  // half the margin
+  r.criteria.push_back({"rel_l2", true, 0.003, 0.01, ""});                       // 30%
+  r.criteria.push_back({"ulp", true, 0.9, 0.45, "reported only for this dtype", Bound::at_most, Role::reported_only});  // not judged
+  r.criteria.push_back({"lse", true, 0.4, 1, "the row nearest its limit"});  // 40%
   auto t = tightest_criterion(r);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->criterion, "cosine");
   EXPECT_NEAR(t->ratio, 0.5, 1e-9);
+  EXPECT_EQ(to_text(*t), "cosine 0.99995 \u2265 0.9999 (50%)");
   r.criteria.push_back({"out_of_bounds", false, 3, 0, "canary bytes"});
   EXPECT_EQ(tightest_criterion(r)->criterion, "out_of_bounds");
   EXPECT_GE(tightest_criterion(r)->ratio, 1.0);
+  EXPECT_EQ(to_text(*tightest_criterion(r)).rfind("out_of_bounds 3 > 0", 0), 0u);
   // An exact kernel (every ratio 0): the first criterion with a measured limit, not a zero count.
   Report exact;
   exact.criteria.push_back({"unwritten", true, 0, 0, "poison left"});
-  exact.criteria.push_back({"cosine", true, 1, 0.9999, "at least"});
-  exact.criteria.push_back({"rel_l2", true, 0, 0.01, "at most"});
+  exact.criteria.push_back({"cosine", true, 1, 0.9999, "", Bound::at_least});
+  exact.criteria.push_back({"rel_l2", true, 0, 0.01, ""});
   EXPECT_EQ(tightest_criterion(exact)->criterion, "cosine");
 }
 

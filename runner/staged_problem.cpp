@@ -195,7 +195,7 @@ HarnessResult Staging::collect(const uint8_t* o, const uint8_t* lse, bool with_l
     };
     if (o_pad) count(Tensor::o, o, od);
     if (lse_pad) count(Tensor::lse, lse, DType::f32);
-    r.padding_writes = written;
+    r.padding_written = written;
   }
   return r;
 }

@@ -160,25 +160,25 @@ TEST(Staging, PaddingWritesAreCountedAndJudged) {
   std::vector<uint8_t> o(st.bytes(kBufO)), lse(st.bytes(kBufLse));
   st.fill(kBufO, o.data());
   st.fill(kBufLse, lse.data());
-  EXPECT_EQ(st.collect(o.data(), lse.data(), true).padding_writes, 0);
+  EXPECT_EQ(st.collect(o.data(), lse.data(), true).padding_written, 0);
   // The first pad token's row of head 1, element 3; and one pad LSE entry.
   const RowStrides& os = st.storage().strides(Tensor::o);
   const int64_t total = st.storage().cu_q().back();
   std::memset(o.data() + (total * os.seq + os.head + 3) * 2, 0, 2);
-  EXPECT_EQ(st.collect(o.data(), lse.data(), true).padding_writes, 1);
+  EXPECT_EQ(st.collect(o.data(), lse.data(), true).padding_written, 1);
   std::memset(lse.data() + (total + 1) * 4, 0, 4);
-  EXPECT_EQ(st.collect(o.data(), lse.data(), true).padding_writes, 2);
-  EXPECT_EQ(st.collect(o.data(), lse.data(), false).padding_writes, 1) << "no LSE handed over: none judged";
+  EXPECT_EQ(st.collect(o.data(), lse.data(), true).padding_written, 2);
+  EXPECT_EQ(st.collect(o.data(), lse.data(), false).padding_written, 1) << "no LSE handed over: none judged";
   // A dense problem's outputs have no padding: nothing to count, no criterion.
   const Problem dense = parse_problem("b=1 hq=2 hkv=1 sq=7 skv=9 d=32 dtype=bf16 window=2,2");
   const Inputs din = make_inputs(dense, 3, Dist::normal);
   const Staging ds(dense, din);
   std::vector<uint8_t> dout(ds.bytes(kBufO));
   ds.fill(kBufO, dout.data());
-  EXPECT_FALSE(ds.collect(dout.data(), dout.data(), false).padding_writes);
+  EXPECT_FALSE(ds.collect(dout.data(), dout.data(), false).padding_written);
   // The judge reports the count as padding_written.
   HarnessResult h = run_variant(*Registry::builtin().find("replica"), dense, din);
-  h.padding_writes = 5;
+  h.padding_written = 5;
   const Report r = judge(dense, din, h.output(), Declared{});
   const auto failed = r.failed();
   ASSERT_EQ(failed, std::vector<std::string>{"padding_written"}) << to_text(r);
@@ -202,8 +202,8 @@ TEST(Variants, ReplicaThroughStagingIsBitwiseTheReplicaOnLogicalInputs) {
     ASSERT_TRUE(h.lse);
     EXPECT_EQ(std::memcmp(h.lse->data(), want.lse.data(), want.lse.size() * 4), 0) << vc.what;
     EXPECT_EQ(h.oob_writes, 0) << vc.what;
-    EXPECT_EQ(h.padding_writes.value_or(0), 0) << vc.what;
-    EXPECT_EQ(h.padding_writes.has_value(), c.problem.varlen()) << vc.what;
+    EXPECT_EQ(h.padding_written.value_or(0), 0) << vc.what;
+    EXPECT_EQ(h.padding_written.has_value(), c.problem.varlen()) << vc.what;
   }
 }
 
@@ -385,7 +385,7 @@ TEST(Harness, CountsPaddingWritesAndNamesAWrittenInput) {
   const Problem p = parse_problem("b=3 hq=2 hkv=1 sq=5,0,17 skv=9,4,20 dqk=32 dv=32 causal=bottom_right dtype=bf16 layout=thd");
   const Inputs in = make_inputs(p, flashcheck::testing::seed_for(7080), Dist::normal);
   const HarnessResult h = run_variant(*pad, p, in);
-  EXPECT_EQ(h.padding_writes, p.head_dim_v) << "one padding row of o written";
+  EXPECT_EQ(h.padding_written, p.head_dim_v) << "one padding row of o written";
   auto writer = kernel_in(FLASHCHECK_BROKEN_VARIANT_PLUGINS, "broken_input_write");
   try {
     run_variant(*writer, p, in);

@@ -12,7 +12,7 @@
 namespace flashcheck::cli {
 
 void add_check(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors) against the fp64 oracle");
+  auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors; bhsd, bshd, thd or a paged cache, with the variants' tensors and metadata: README) against the fp64 oracle");
   struct Opts {
     std::string file, json, oracle_name = "auto", html;
     CheckFileOptions o;

@@ -19,9 +19,12 @@ void add_calibrate(CLI::App& app, Action& action) {
   auto seed = std::make_shared<uint64_t>(1);
   cmd->add_option("--cases", *cases, "problems per dtype")->check(whole_number(1, 1000000000));
   cmd->add_option("--seed", *seed, "campaign seed")->check(whole_number(0, ~uint64_t{0}));
+  auto boundary = std::make_shared<bool>(false);
+  cmd->add_flag("--boundary-aware", *boundary,
+                "draw as campaigns do (tile-boundary lengths, hostile values often) instead of the uniform draw of TOLERANCE.md");
   cmd->callback([=, &action] {
     action = [=] {
-      calibrate(*cases, *seed, std::cout);
+      calibrate(*cases, *seed, std::cout, *boundary);
       return 0;
     };
   });

@@ -137,6 +137,13 @@ std::string summary_note(const VariantSummary& s) {
   return note;
 }
 
+// s left-aligned in `width` terminal columns: printf's %-30s counts bytes, and "≤" is three.
+std::string pad_columns(const std::string& s, size_t width) {
+  size_t columns = 0;
+  for (unsigned char ch : s) columns += (ch & 0xC0) != 0x80;  // a UTF-8 continuation byte adds no column
+  return columns >= width ? s : s + std::string(width - columns, ' ');
+}
+
 }  // namespace
 
 void add_run(CLI::App& app, Action& action) {
@@ -306,9 +313,9 @@ void add_run(CLI::App& app, Action& action) {
         any_tested |= (s.passed + s.failed) > 0;
         // How close the judged cases came to failing, never a number over cases nobody judged.
         const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
-        std::printf("%-22s %7lld %7lld %7lld %7lld  %-30s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
+        std::printf("%-22s %7lld %7lld %7lld %7lld  %s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
                     static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
-                    tight.c_str(), summary_note(s).c_str());
+                    pad_columns(tight, 30).c_str(), summary_note(s).c_str());
       }
       for (auto& s : all) {
         // Why cases were skipped, most frequent first: a campaign that skipped everything must
@@ -331,8 +338,11 @@ void add_run(CLI::App& app, Action& action) {
             std::printf("reproduce: %s\n", printable_line(s.repro[k]).c_str());
         }
       if (!o->html.empty()) {
+        std::string title = "flashcheck run --seed " + std::to_string(o->c.seed) + " --cases " + std::to_string(o->c.cases);
+        if (o->c.shard_count > 1) title += " --shard " + o->shard;
+        if (o->kernel != "all") title += " --kernel " + o->kernel;
         try {  // every page is tried, and the JSON written, before a page's failure is said
-          write_failure_pages(all, o->html);
+          write_failure_pages(all, o->html, title);
         } catch (const std::exception& e) {
           if (!error) error = e.what();
         }
@@ -360,7 +370,7 @@ void add_run(CLI::App& app, Action& action) {
           if (s.unload_failure) v["unload_failure"] = *s.unload_failure;
           if (s.tightest)
             v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
-                             {"limit", s.tightest->limit}, {"case", s.tightest->case_index},
+                             {"limit", s.tightest->limit}, {"case", s.tightest->case_index}, {"text", to_text(*s.tightest)},
                              {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
           for (auto& f : s.failures) {
             nlohmann::json fj = to_json(f.report);

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "reference/conventions.h"
+#include "verify/overview_html.h"
 #include "verify/report_html.h"
 #include "verify/safetensors.h"
 
@@ -233,16 +234,50 @@ fs::path write_case_html(const CaseOutcome& failed, const fs::path& path) {
   return path;
 }
 
-void write_failure_pages(const std::vector<VariantSummary>& all, const fs::path& dir) {
+void write_failure_pages(const std::vector<VariantSummary>& all, const fs::path& dir, const std::string& title) {
   std::optional<std::string> first_error;
-  for (const VariantSummary& s : all)
+  CampaignOverview overview;
+  overview.title = title;
+  for (const VariantSummary& s : all) {
+    KernelOverview k;
+    k.name = s.name;
+    k.unavailable = s.unavailable;
+    k.cases = s.cases;
+    k.passed = s.passed;
+    k.failed = s.failed;
+    k.skipped = s.skipped;
+    k.not_run = s.not_run;
+    k.closest = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "";
+    k.failed_by = s.failed_by;
+    k.skipped_by = s.skipped_by;
+    k.coverage = s.coverage;
     for (size_t i = 0; i < s.failures.size(); ++i) {
+      const CaseOutcome& f = s.failures[i];
+      const std::string page = s.name + "_" + std::to_string(i) + ".html";
       try {
-        write_case_html(s.failures[i], dir / (s.name + "_" + std::to_string(i) + ".html"));
+        write_case_html(f, dir / page);
       } catch (const std::exception& e) {
         if (!first_error) first_error = e.what();
       }
+      KernelOverview::Failure kf;
+      kf.problem = to_string(f.c.problem) + " dist=" + std::string(to_string(f.c.dist));
+      for (const Criterion& c : f.report.criteria)
+        if (!c.pass) kf.failed.push_back(c);
+      kf.reproduce = i < s.repro.size() ? s.repro[i] : std::string();
+      kf.page = page;
+      kf.output_judged = f.judged();
+      k.failures.push_back(std::move(kf));
     }
+    k.unload_failure = s.unload_failure;
+    overview.kernels.push_back(std::move(k));
+  }
+  try {
+    std::filesystem::create_directories(dir);
+    write_overview_html(overview, dir / "index.html");
+    std::cerr << "html overview: " << (dir / "index.html").string() << "\n";
+  } catch (const std::exception& e) {
+    if (!first_error) first_error = e.what();
+  }
   if (first_error) throw CannotTest(*first_error);
 }
 

@@ -118,8 +118,11 @@ class FilteredOutput : public std::streambuf {
 // the page's path.
 std::filesystem::path write_case_html(const CaseOutcome& failed, const std::filesystem::path& path);
 
-// `run --html DIR`: a page per kept (shrunk) failure, DIR/<kernel>_<i>.html. Every page is tried;
-// the first failure is thrown after the others were written.
-void write_failure_pages(const std::vector<VariantSummary>& all, const std::filesystem::path& dir);
+// `run --html DIR`: a page per kept (shrunk) failure, DIR/<kernel>_<i>.html, and DIR/index.html,
+// the campaign's overview (per kernel: counts, coverage of the drawn space, failures with their
+// reproduce lines and links to their pages). Every page is tried; the first failure is thrown
+// after the others were written.
+void write_failure_pages(const std::vector<VariantSummary>& all, const std::filesystem::path& dir,
+                         const std::string& title);
 
 }  // namespace flashcheck::cli

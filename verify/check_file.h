@@ -1,9 +1,8 @@
 // `flashcheck check`: judge a kernel's output file written by any language.
 //
-// Contract: tensors q [B,Hq,Sq,Dqk], k [B,Hkv,Skv,Dqk], v [B,Hkv,Skv,Dv], o [B,Hq,Sq,Dv], all of one
-// dtype (BF16, F16 or F32), optional lse [B,Hq,Sq] F32; __metadata__ keys causal
-// (none|top_left|bottom_right, default none), scale (default 1/sqrt(Dqk)), lse_base (e|2, default
-// e), empty_row_lse (-inf|+inf, default -inf). Anything else is reported, never guessed.
+// The file's contract (tensors q, k, v, o, lse in bhsd, bshd or thd layout, paged caches, the side
+// tensors and metadata of every variant) is verify/check_file_format.h. Anything else is reported,
+// never guessed.
 #pragma once
 #include <filesystem>
 #include <string>

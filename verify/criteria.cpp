@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -208,7 +209,6 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   struct Partial {
     CosineAccumulator cos;
     double diff2 = 0, ref2 = 0, ulp_sum = 0, max_abs = 0, baseline_max_abs = 0, worst_err = -1;
-    double bias_sum = 0, bias_mag_sum = 0;  // Σ err/ulp, and Σ sign(r)·err/ulp, over significant elements
     // The baselines' own ‖b − r‖² and cosine terms over the same elements (eager; fp32 flash for f32).
     double eager_diff2 = 0, flash_diff2 = 0;
     CosineAccumulator eager_cos, flash_cos;
@@ -221,7 +221,12 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   const int64_t all_rows = bh_n * nr, n_chunks = (all_rows + kChunkRows - 1) / kChunkRows;
   std::vector<Partial> parts(static_cast<size_t>(n_chunks));
   const UnresolvedLookup unresolved_row(ref, all_rows);
-#pragma omp parallel for schedule(dynamic, 4)
+  // The significant elements' distinct (kernel, oracle) pairs: the rounding criteria's evidence.
+  DistinctPairs evidence;
+#pragma omp parallel
+  {
+  DistinctPairs mine;  // per thread, merged once at the end: the kept set is the same however the chunks fell
+#pragma omp for schedule(dynamic, 4)
   for (int64_t c = 0; c < n_chunks; ++c) {
     Partial& a = parts[static_cast<size_t>(c)];
     for (int64_t gr = c * kChunkRows; gr < std::min(all_rows, (c + 1) * kChunkRows); ++gr) {
@@ -277,18 +282,17 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
         if (std::fabs(o) >= max_ref / 16) {
           ++a.significant;
           if (u > tol.ulp_n) ++a.ulp_over_n;
-          // Signed error in ULPs of the exact value: a correctly rounding kernel errs both ways and
-          // its mean is ~0; truncation (toward zero, or toward -inf) moves every element the same way.
-          const double e_ulp = (static_cast<double>(k) - o) / ulp_at(p.dtype, o);
-          a.bias_sum += e_ulp;
-          a.bias_mag_sum += o < 0 ? -e_ulp : e_ulp;
+          mine.add(k, o);
         }
       }
     }
   }
+#pragma omp critical(fc_rounding_evidence)
+  evidence.merge(mine);
+  }
   CosineAccumulator cos, eager_cos, flash_cos;
   double eager_diff2 = 0, flash_diff2 = 0;
-  double diff2 = 0, ref2 = 0, ulp_sum = 0, bias_sum = 0, bias_mag_sum = 0, worst_err = -1;
+  double diff2 = 0, ref2 = 0, ulp_sum = 0, worst_err = -1;
   int64_t ulp_count = 0, significant = 0;
   size_t worst_e = 0, first_nan_e = SIZE_MAX, first_outside_e = SIZE_MAX;
   int64_t outside_contenders = 0;
@@ -303,8 +307,6 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
     diff2 += a.diff2;
     ref2 += a.ref2;
     ulp_sum += a.ulp_sum;
-    bias_sum += a.bias_sum;
-    bias_mag_sum += a.bias_mag_sum;
     ulp_count += a.ulp_count;
     significant += a.significant;
     r.ulp_over_n += a.ulp_over_n;
@@ -330,22 +332,36 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   r.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0.0);
   r.ulp_mean = ulp_count ? ulp_sum / static_cast<double>(ulp_count) : 0.0;
 
-  auto add = [&](std::string name, bool pass, double value, double limit, std::string detail) {
-    r.criteria.push_back({std::move(name), pass, value, limit, std::move(detail)});
+  using Role = Criterion::Role;
+  using Bound = Criterion::Bound;
+  // A criterion passes when its other conditions hold and, if judged, its value lies on the allowed
+  // side of the limit it reports: a report can never hold a passing judged value past its limit.
+  auto add = [&](std::string name, Role role, Bound bound, double value, double limit, bool other_conditions,
+                 std::string detail) {
+    Criterion c{std::move(name), true, value, limit, std::move(detail), bound, role};
+    c.pass = other_conditions && (role != Role::judged || within_limit(c));
+    r.criteria.push_back(std::move(c));
   };
-  add("unwritten", r.unwritten == 0, static_cast<double>(r.unwritten), 0, "output elements still holding the poison");
-  add("nan_inf_positions", r.nan_mismatches == 0, static_cast<double>(r.nan_mismatches), 0,
-      "elements whose NaN/Inf status differs from the oracle");
+  auto count = [&](std::string name, int64_t n, std::string detail) {
+    add(std::move(name), Role::judged, Bound::at_most, static_cast<double>(n), 0, true, std::move(detail));
+  };
+  count("unwritten", r.unwritten, "output elements still holding the poison");
+  count("nan_inf_positions", r.nan_mismatches, "elements whose NaN/Inf status differs from the oracle");
   if (!ref.unresolved.empty()) {
     const int64_t n_unresolved = static_cast<int64_t>(ref.unresolved.size());
-    add("unresolved_rows", outside_contenders == 0, static_cast<double>(outside_contenders), 0,
-        "elements outside the values of the keys fp32 cannot tell apart, in " + std::to_string(n_unresolved) + " of " +
-            std::to_string(all_rows) +
-            " rows whose top scores lie within fp32 rounding of each other (any convex combination of those keys' "
-            "values is right there; the rows are kept out of every other O criterion)");
+    count("unresolved_rows", outside_contenders,
+          "elements outside the values of the keys fp32 cannot tell apart, in " + std::to_string(n_unresolved) + " of " +
+              std::to_string(all_rows) +
+              " rows whose top scores lie within fp32 rounding of each other (any convex combination of those keys' "
+              "values is right there; the rows are kept out of every other O criterion)");
   }
-  add("empty_rows", r.empty_row_violations == 0, static_cast<double>(r.empty_row_violations), 0,
-      "elements of rows with no visible key that are not exactly 0");
+  count("empty_rows", r.empty_row_violations, "elements of rows with no visible key that are not exactly 0");
+  // The value criteria measure the compared elements; with none (every element unwritten, NaN or in
+  // a row that sees no key) their numbers describe nothing and are reported as not computed.
+  const bool nothing_compared = r.compared == 0;
+  const std::string none_compared =
+      "not computed: no element could be compared (every one unwritten, NaN/Inf or in a row with no visible key)";
+  auto value_role = [&](bool judged) { return nothing_compared ? Role::not_computed : judged ? Role::judged : Role::reported_only; };
   // No fixed limit may be stricter than what a correct implementation of the same dtype reaches on
   // this very problem: on ill-conditioned inputs (f32 `large`: scores near 1e7, where one fp32
   // rounding of a score moves exp by tens of percent) the fp32 FlashAttention replica itself has
@@ -360,49 +376,64 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   }
   const double cos_limit = std::min(tol.min_cosine, 1.0 - kBaselineSpread * (1.0 - base_cos));
   const double rel_limit = std::max(tol.max_rel_l2, kBaselineSpread * base_rel_l2);
-  add("cosine", r.cosine >= cos_limit, r.cosine, cos_limit,
-      cos_limit < tol.min_cosine ? "2<o,r>/(|o|^2+|r|^2), at least (loosened to 2x the same-dtype baseline's own, which is worse than the fixed limit here)"
-                                 : "2<o,r>/(|o|^2+|r|^2), at least");
-  add("rel_l2", r.rel_l2 <= rel_limit, r.rel_l2, rel_limit,
-      rel_limit > tol.max_rel_l2 ? "|o-r|/|r|, at most (loosened to 2x the same-dtype baseline's own, which is worse than the fixed limit here)"
-                                 : "|o-r|/|r|, at most");
+  const char* loosened = " (loosened to 2x the same-dtype baseline's own, which is worse than the fixed limit here)";
+  add("cosine", value_role(true), Bound::at_least, r.cosine, cos_limit, true,
+      nothing_compared ? none_compared
+                       : std::string("2<o,r>/(|o|^2+|r|^2)") + (cos_limit < tol.min_cosine ? loosened : ""));
+  add("rel_l2", value_role(true), Bound::at_most, r.rel_l2, rel_limit, true,
+      nothing_compared ? none_compared : std::string("|o-r|/|r|") + (rel_limit > tol.max_rel_l2 ? loosened : ""));
   const double blimit = tol.baseline_k * r.baseline_max_abs + tol.baseline_atol * max_ref;
-  add("baseline_relative", r.max_abs <= blimit, r.max_abs, blimit,
-      std::isinf(blimit) ? "not applicable: the same-dtype eager baseline overflowed"
+  add("baseline_relative", value_role(std::isfinite(blimit)), Bound::at_most, r.max_abs, blimit, true,
+      nothing_compared     ? none_compared
+      : std::isinf(blimit) ? "reported only: the same-dtype eager baseline overflowed, so the rule does not apply"
       : ref.flash_baseline.empty()
-          ? "max|o-r| <= k*max|baseline-r| + atol*max|r| (same-dtype eager baseline)"
-          : "max|o-r| <= k*max|baseline-r| + atol*max|r| (baseline: the worse of eager fp32 and fp32 FlashAttention)");
-  // A fraction of a few hundred elements is noise: the rule needs kMinUlpElements significant ones.
-  constexpr int64_t kMinUlpElements = 1024;
-  const double frac = significant ? static_cast<double>(r.ulp_over_n) / static_cast<double>(significant) : 0.0;
-  const bool ulp_applies = tol.ulp_max_frac < 1.0 && significant >= kMinUlpElements;
-  add("ulp", !ulp_applies || frac <= tol.ulp_max_frac, frac, tol.ulp_max_frac,
-      tol.ulp_max_frac >= 1.0 ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
-      : !ulp_applies ? "reported only: " + std::to_string(significant) + " significant elements (< " +
-                           std::to_string(kMinUlpElements) + ")"
-                     : "fraction of significant elements (|r| >= max|r|/16) more than " + std::to_string(tol.ulp_n) +
-                           " ULP from the rounded oracle");
+          ? "max|o-r| against k*max|baseline-r| + atol*max|r| (same-dtype eager baseline)"
+          : "max|o-r| against k*max|baseline-r| + atol*max|r| (baseline: the worse of eager fp32 and fp32 FlashAttention)");
+
+  // The rounding criteria are statistics over the significant elements, and a statistic needs
+  // independent evidence: identical rows, query heads sharing a KV head and q, constant rows repeat
+  // one (kernel, oracle) pair hundreds of times, and the mean of 8 rounding errors copied 256
+  // times each is noise however many elements carry it (issue 21: constant rows, Sq = 1, GQA).
+  // So each distinct pair counts once, and the rules apply with kMinDistinctPairs* (criteria.h) of them.
+  RoundingEvidence ev = rounding_evidence(p.dtype, evidence, tol.ulp_n);
+  auto too_few = [](int64_t floor) { return " (< " + std::to_string(floor) + ")"; };
+  auto evidence_text = [&] {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.0f distinct (kernel, oracle) pairs among %lld significant elements", ev.distinct,
+                  static_cast<long long>(significant));
+    return std::string(buf);
+  };
+  const bool enough_for_ulp = ev.distinct >= static_cast<double>(kMinDistinctPairsUlp);
+  const bool ulp_judged = tol.ulp_max_frac < 1.0 && enough_for_ulp;
+  add("ulp", value_role(ulp_judged), Bound::at_most, ev.frac_over_n, tol.ulp_max_frac, true,
+      nothing_compared             ? none_compared
+      : tol.ulp_max_frac >= 1.0    ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
+      : !enough_for_ulp            ? "reported only: " + evidence_text() + too_few(kMinDistinctPairsUlp)
+                                   : "share of distinct (kernel, oracle) pairs of significant elements (|r| >= max|r|/16) more than " +
+                                         std::to_string(tol.ulp_n) + " ULP from the rounded oracle; " + evidence_text());
 
   // Rounding direction. Both signed means are kept: truncation toward zero shows in the one signed
   // by the value (|o| too small everywhere), rounding toward -inf or +inf in the plain one (a
-  // signed-by-value mean cancels it when half the outputs are negative). Same element floor as the
-  // ULP rule: a mean of a few hundred correlated errors is noise.
-  const double n_sig = static_cast<double>(std::max<int64_t>(significant, 1));
-  r.rounding_bias = std::fabs(bias_sum / n_sig) >= std::fabs(bias_mag_sum / n_sig) ? bias_sum / n_sig : bias_mag_sum / n_sig;
-  const bool bias_applies = tol.max_rounding_bias < 1.0 && significant >= kMinUlpElements;
-  add("rounding_bias", !bias_applies || std::fabs(r.rounding_bias) <= tol.max_rounding_bias, r.rounding_bias,
-      tol.max_rounding_bias,
-      tol.max_rounding_bias >= 1.0 ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
-      : !bias_applies ? "reported only: " + std::to_string(significant) + " significant elements (< " +
-                            std::to_string(kMinUlpElements) + ")"
-                      : "mean signed error in output ULPs over significant elements (plain, or signed by the value: "
-                        "the larger), at most this in magnitude");
+  // signed-by-value mean cancels it when half the outputs are negative).
+  r.rounding_bias = ev.bias;
+  r.distinct_pairs = ev.distinct;
+  const bool enough_for_bias = ev.distinct >= static_cast<double>(kMinDistinctPairsBias);
+  const bool bias_judged = tol.max_rounding_bias < 1.0 && enough_for_bias;
+  add("rounding_bias", value_role(bias_judged), Bound::magnitude_at_most, ev.bias, tol.max_rounding_bias, true,
+      nothing_compared                ? none_compared
+      : tol.max_rounding_bias >= 1.0  ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
+      : !enough_for_bias              ? "reported only: " + evidence_text() + too_few(kMinDistinctPairsBias)
+                                      : "mean signed error in output ULPs over distinct (kernel, oracle) pairs of significant "
+                                        "elements (plain, or signed by the value: the larger); " + evidence_text());
 
   if (kernel.lse) {
     const auto& lse = *kernel.lse;
     if (lse.size() != static_cast<size_t>(bh_n * nr)) throw std::invalid_argument("verify_output: lse size mismatch");
     double max_abs = 0, max_rel = 0;
-    int64_t bad = 0, bad_empty = 0, unwritten = 0;
+    // The row nearest its own limit: its error and limit are the ones reported, so the pair printed
+    // always compares as the verdict did (each row has its own limit; no flat limit stands for all).
+    double worst_ratio = -1, worst_err = 0, worst_limit = tol.lse_atol;
+    int64_t bad = 0, bad_empty = 0, unwritten = 0, measured = 0;
     for (size_t i = 0; i < lse.size(); ++i) {
       const float k = lse[i];
       const double o = oracle.lse[i];
@@ -412,19 +443,29 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
       if (flag == MapFlag::empty_row_nonzero) ++bad_empty;
       if (flag == MapFlag::nan_mismatch) ++bad;
       if (flag != MapFlag::ok) continue;
-      const double err = std::fabs(k - o);
+      ++measured;
+      const double err = std::fabs(k - o), limit = lse_limit(tol, o, ref.score_bound[i]);
       max_abs = std::max(max_abs, err);
       max_rel = std::max(max_rel, err / std::max(std::fabs(o), 1e-30));
-      if (err > lse_limit(tol, o, ref.score_bound[i])) ++bad;
+      if (err > limit) ++bad;
+      if (err / limit > worst_ratio) {
+        worst_ratio = err / limit;
+        worst_err = err;
+        worst_limit = limit;
+      }
     }
     r.lse_max_abs = max_abs;
     r.lse_max_rel = max_rel;
     r.unwritten += unwritten;
     r.empty_row_violations += bad_empty;
-    add("lse", bad == 0 && unwritten == 0 && bad_empty == 0, max_abs, tol.lse_atol,
-        std::to_string(bad) + " rows off by more than atol + rtol*(|lse| + max|score|) (natural log), " + std::to_string(bad_empty) +
-            " empty rows not " + (opt.empty_lse == EmptyRowLse::neg_inf ? "-inf" : "+inf") + ", " +
-            std::to_string(unwritten) + " unwritten");
+    const std::string counts = std::to_string(bad) + " rows off by more than their limit or NaN/Inf where the oracle is not, " +
+                               std::to_string(bad_empty) + " empty rows not " +
+                               (opt.empty_lse == EmptyRowLse::neg_inf ? "-inf" : "+inf") + ", " + std::to_string(unwritten) +
+                               " unwritten";
+    add("lse", measured ? Role::judged : Role::not_computed, Bound::at_most, worst_err, worst_limit,
+        bad == 0 && unwritten == 0 && bad_empty == 0,
+        measured ? "|lse-oracle| (natural log) of the row nearest its own limit atol + rtol*(|lse| + max|score|); " + counts
+                 : "not computed: no row with a finite LSE to compare; " + counts);
   }
   if (opt.error_maps) {
     // Ratio 1 is baseline_relative's limit; when that is not finite (the eager baseline overflowed)

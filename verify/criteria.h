@@ -27,6 +27,14 @@ struct CheckOptions {
   bool error_maps = false;  // also fill Report::maps (a second pass over the output, for the HTML page)
 };
 
+// The statistical criteria judge only with this many distinct (kernel, oracle) pairs among the
+// significant elements; below it they are reported, not judged. ulp keeps the floor it had in
+// elements (a correct f16 kernel had 50% beyond 1 ULP on 512 elements); rounding_bias, a mean,
+// is sharp sooner: with >= 256 distinct pairs correct runs stay within |0.083| and truncating
+// ones are caught more often than by the old 1,024-element floor (verify/TOLERANCE.md).
+inline constexpr int64_t kMinDistinctPairsUlp = 1024;
+inline constexpr int64_t kMinDistinctPairsBias = 256;
+
 Report verify_output(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt);
 
 }  // namespace flashcheck

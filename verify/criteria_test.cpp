@@ -27,8 +27,8 @@ struct Fixture {
   ReplicaResult good;
   CheckOptions opt;
 
-  explicit Fixture(Problem prob, uint64_t salt) : p(prob) {
-    in = make_inputs(p, flashcheck::testing::seed_for(salt));
+  explicit Fixture(Problem prob, uint64_t salt, Dist dist = Dist::normal) : p(prob) {
+    in = make_inputs(p, flashcheck::testing::seed_for(salt), dist);
     ref = make_expected(p, in);
     good = replica_attention(p, in, ReplicaConfig{});
     opt.tol = tolerance_for(p.dtype);
@@ -303,6 +303,50 @@ TEST(Verdict, GqaHeadMappingMistakeFails) {
   }
   ReplicaResult r = replica_attention(mha, wrong, ReplicaConfig{});
   EXPECT_FALSE(f.judge(r.o, r.lse).pass());
+}
+
+// The fp64 truth rounded to nearest even, then moved one step away from zero: a kernel that
+// rounds the wrong way every time (signed error +0.5..+1.5 ULP of the value).
+std::vector<float> one_step_away_from_zero(const Fixture& f) {
+  std::vector<float> o(f.ref.oracle.o.size());
+  for (size_t e = 0; e < o.size(); ++e) {
+    const float r = round_nearest_even(f.p.dtype, f.ref.oracle.o[e]);
+    o[e] = f16_bits_to_f32(static_cast<uint16_t>(f32_to_f16_bits(r) + 1));  // magnitude bits + 1
+  }
+  return o;
+}
+
+const Criterion& criterion(const Report& r, const std::string& name) {
+  for (const Criterion& c : r.criteria)
+    if (c.name == name) return c;
+  throw std::runtime_error("no criterion " + name);
+}
+
+// The torch SDPA instance of issue 21: f16, one query row of constant rows, GQA, D = 256. Its
+// 1,024 significant elements hold 4 distinct (kernel, oracle) pairs (each row one value, the
+// rows of a group sharing q), so a mean of their rounding errors is a mean of 4 numbers: the
+// rounding criteria report it and judge nothing. The correctly rounded output passes; a kernel
+// rounding the wrong way every time is shown past the limit, as reported only.
+TEST(Verdict, RoundingCriteriaJudgeOnlyIndependentEvidence) {
+  Fixture decode(Problem{1, 4, 2, 1, 63, 256, 256, Causal::none, {}, DType::f16}, 53, Dist::constant_rows);
+  std::vector<float> rne(decode.ref.oracle.o.size());
+  for (size_t e = 0; e < rne.size(); ++e) rne[e] = round_nearest_even(DType::f16, decode.ref.oracle.o[e]);
+  std::vector<float> lse(decode.ref.oracle.lse.begin(), decode.ref.oracle.lse.end());
+  const Report exact = decode.judge(rne, lse);
+  EXPECT_TRUE(exact.pass()) << to_text(exact);
+  const Report wrong_way = decode.judge(one_step_away_from_zero(decode), lse);
+  const Criterion& bias = criterion(wrong_way, "rounding_bias");
+  EXPECT_EQ(bias.role, Criterion::Role::reported_only) << to_text(wrong_way);
+  EXPECT_TRUE(bias.pass);
+  EXPECT_GE(std::fabs(bias.value), 0.5);
+  EXPECT_EQ(std::string(status_text(status_of(bias))), "over limit (reported only)");
+  EXPECT_NE(bias.detail.find("4 distinct (kernel, oracle) pairs among 1024 significant elements"), std::string::npos) << bias.detail;
+  EXPECT_EQ(criterion(wrong_way, "ulp").role, Criterion::Role::reported_only);
+  // With thousands of independent elements the same wrong-way rounding is judged, and fails.
+  Fixture prefill(Problem{1, 4, 2, 64, 80, 64, 64, Causal::none, {}, DType::f16}, 54);
+  const Report r = prefill.judge(one_step_away_from_zero(prefill), prefill.good.lse);
+  EXPECT_EQ(criterion(r, "rounding_bias").role, Criterion::Role::judged);
+  EXPECT_TRUE(failed(r, "rounding_bias")) << to_text(r);
 }
 
 TEST(Verdict, JsonNamesFailuresAndWritesNonFiniteAsStrings) {

@@ -250,12 +250,10 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
   };
   if (gpu) {
     try {
-      // TODO(model 2): the GPU oracle takes a RowSet once it computes the variants.
-      const std::span<const int64_t> same = rows.is_all() ? std::span<const int64_t>{} : rows.rows_of(0);
-      r.oracle = naive_attention_gpu(p, in, same);
+      r.oracle = naive_attention_gpu(p, in, rows);
       lap("oracle (GPU)");
       gpu_parts("oracle");
-      r.baseline = dtype_baseline_gpu(p, in, same);
+      r.baseline = dtype_baseline_gpu(p, in, rows);
       lap("baseline (GPU)");
       gpu_parts("baseline");
     } catch (const OracleDoesNotFit& e) {

@@ -11,6 +11,7 @@
 
 #include "reference/naive.h"
 #include "verify/check_file.h"
+#include "verify/check_file_format.h"
 #include "verify/safetensors.h"
 #include "verify/untrusted_text.h"
 
@@ -44,6 +45,32 @@ const std::vector<GoldenCase>& golden_cases() {
     };
     v.push_back({"f32_custom_scale", P(1, 2, 2, 64, 80, 16, 16, C::top_left, D::f32), Dist::normal, 14});
     v.back().problem.scale = 0.5;
+    // Problem model 2: one case per variant, at the boundaries kernels get wrong.
+    auto line = [&](std::string name, const char* problem, Dist dist, uint64_t seed, int64_t pad = 0) {
+      v.push_back({std::move(name), parse_problem(problem), dist, seed, pad});
+    };
+    // Both bounds, Sq < Skv (aligned bottom-right without a causal mode).
+    line("bf16_window_both_sides", "b=1 hq=2 hkv=1 sq=150 skv=170 d=64 dtype=bf16 window=17,9", Dist::normal, 15);
+    // Causal caps the right bound at 0; Sq > Skv leaves the first rows without keys.
+    line("f16_window_causal_br", "b=1 hq=2 hkv=2 sq=96 skv=80 d=64 causal=bottom_right dtype=f16 window=40,7", Dist::normal, 16);
+    // A cap small enough to bind on large scores.
+    line("bf16_softcap", "b=2 hq=2 hkv=2 sq=64 skv=96 d=64 dtype=bf16 softcap=2.5", Dist::uniform, 17);
+    line("f16_alibi_symmetric_br", "b=1 hq=4 hkv=2 sq=80 skv=112 d=64 causal=bottom_right dtype=f16 alibi=symmetric",
+         Dist::normal, 18);
+    line("bf16_alibi_signed_per_batch", "b=2 hq=4 hkv=4 sq=48 skv=48 d=32 dtype=bf16 alibi=signed slopes=batch", Dist::normal, 19);
+    // Eight heads; seed 21 draws sinks of -inf (takes nothing) and +12 (takes nearly everything).
+    line("bf16_sinks_tl", "b=1 hq=8 hkv=2 sq=40 skv=72 d=64 causal=top_left dtype=bf16 sinks=1", Dist::normal, 21);
+    // Varlen: an empty query sequence, a one-token one, one with no keys; padding past the last.
+    line("bf16_varlen_thd", "b=5 hq=4 hkv=2 sq=13,0,1,40,3 skv=20,7,1,33,0 d=64 causal=bottom_right dtype=bf16 layout=thd",
+         Dist::normal, 20, 5);
+    // Paged: pages of 16 (not dividing the lengths), shuffled and shared between sequences.
+    line("f16_paged_shared_bshd", "b=3 hq=4 hkv=1 sq=5 skv=50,37,16 d=64 causal=bottom_right dtype=f16 layout=bshd page=16 pages=shared",
+         Dist::normal, 22);
+    // seqused_k: the keys used per sequence of a dense cache, one sequence using none.
+    line("bf16_seqused_bshd", "b=3 hq=2 hkv=2 sq=24 skv=64 used=64,10,0 d=32 dtype=bf16 layout=bshd", Dist::normal, 23);
+    line("f32_bshd_tl", "b=2 hq=3 hkv=1 sq=33 skv=45 d=40 causal=top_left dtype=f32 layout=bshd", Dist::normal, 24);
+    // fp8 inputs with per-(batch, KV head) descale factors, output in bf16.
+    line("e4m3_head_descale", "b=2 hq=4 hkv=2 sq=64 skv=80 d=64 dtype=e4m3 descale=head", Dist::normal, 25);
     return v;
   }();
   return cases;
@@ -66,28 +93,21 @@ std::string sha256_hex(const std::vector<uint8_t>& bytes) {
 std::vector<uint8_t> golden_bytes(const GoldenCase& c) {
   const Problem& p = c.problem;
   const Inputs in = make_inputs(p, c.seed, c.dist);
-  const OracleResult r = naive_attention(p, in);
+  const OracleResult r = naive_attention(p, in);  // every row: the logical layout
   std::vector<float> o32(r.o.size()), lse(r.lse.size());
   for (size_t i = 0; i < r.o.size(); ++i) o32[i] = static_cast<float>(r.o[i]);
   for (size_t i = 0; i < r.lse.size(); ++i) lse[i] = static_cast<float>(r.lse[i]);
-  SafetensorsFile f;
-  f.tensors["q"] = make_tensor(p.dtype, {p.batch, p.heads_q, p.seq_q, p.head_dim_qk}, in.q);
-  f.tensors["k"] = make_tensor(p.dtype, {p.batch, p.heads_kv, p.seq_kv, p.head_dim_qk}, in.k);
-  f.tensors["v"] = make_tensor(p.dtype, {p.batch, p.heads_kv, p.seq_kv, p.head_dim_v}, in.v);
-  f.tensors["o"] = make_tensor(p.dtype, {p.batch, p.heads_q, p.seq_q, p.head_dim_v}, o32);  // rounded to nearest even
-  f.tensors["o_f32"] = make_f32_tensor({p.batch, p.heads_q, p.seq_q, p.head_dim_v}, o32);
-  f.tensors["lse"] = make_f32_tensor({p.batch, p.heads_q, p.seq_q}, lse);
-  f.metadata = {{"causal", std::string(to_string(p.causal))},
-                {"lse_base", "e"},
-                {"problem", to_string(p)},
-                {"dist", std::string(to_string(c.dist))},
-                {"seed", std::to_string(c.seed)},
-                {"format_version", std::to_string(kFormatVersion)}};
-  if (p.scale) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", *p.scale);
-    f.metadata["scale"] = buf;
-  }
+  // As a kernel's harness writes it: the storage layout, padding and unused pages NaN in the inputs
+  // and poison in the outputs; `o` rounded to nearest even, `o_f32` before rounding.
+  CheckFileWriteOptions w;
+  w.pad_q = w.pad_kv = c.pad;
+  w.o_f32 = true;
+  SafetensorsFile f = make_check_file(p, in, o32, &lse, w);
+  f.metadata["lse_base"] = "e";
+  f.metadata["problem"] = to_string(p);
+  f.metadata["dist"] = std::string(to_string(c.dist));
+  f.metadata["seed"] = std::to_string(c.seed);
+  f.metadata["format_version"] = std::to_string(kFormatVersion);
   return serialize_safetensors(f);
 }
 
@@ -242,7 +262,7 @@ void compare_contents(const GoldenCase& c, const SafetensorsFile& have, const Sa
       continue;
     }
     const StTensor& h = it->second;
-    if (name == "q" || name == "k" || name == "v") {
+    if (name != "o" && name != "o_f32" && name != "lse") {  // inputs: q, k, v and the variants' side tensors
       if (h.data != w.data) {
         r.input_bits = true;
         r.details.push_back("input '" + name + "' differs from the regenerated bits");
@@ -252,7 +272,7 @@ void compare_contents(const GoldenCase& c, const SafetensorsFile& have, const Sa
     // Outputs: the fp64 oracle's result rounded once; 1 fp32 ulp (2 unit roundoffs of the case
     // dtype for `o`) absorbs a BLAS that sums in another order, and nothing more.
     const auto a = h.to_f32(name), b = w.to_f32(name);
-    const DType d = name == "o" ? c.problem.dtype : DType::f32;
+    const DType d = name == "o" ? c.problem.o_dtype() : DType::f32;
     const double rel = d == DType::f32 ? 0x1p-23 : 2 * unit_roundoff(d);
     const int bytes = st_dtype_bytes(w.dtype);
     size_t bits = 0, beyond = 0, first = 0;

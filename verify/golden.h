@@ -1,5 +1,7 @@
 // Golden datasets: fixed cases covering the property space, written as safetensors (inputs, the
 // fp64 oracle's O rounded to the case dtype and in f32, LSE) with a manifest of SHA-256 hashes.
+// Variant cases are files as a kernel's harness writes them (verify/check_file_format.h): thd with
+// padding for varlen, a paged cache with its block table, side tensors and metadata.
 #pragma once
 #include <filesystem>
 #include <ostream>
@@ -16,6 +18,7 @@ struct GoldenCase {
   Problem problem;
   Dist dist;
   uint64_t seed;
+  int64_t pad = 0;  // thd: padding tokens after the last sequence (NaN in q, k, v; poison in o, lse)
 };
 
 const std::vector<GoldenCase>& golden_cases();

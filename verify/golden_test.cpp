@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -18,6 +19,7 @@
 
 #include "testing/test_seed.h"
 #include "verify/check_file.h"
+#include "verify/check_file_format.h"
 #include "verify/safetensors.h"
 
 namespace flashcheck {
@@ -245,6 +247,91 @@ TEST(Golden, VerifyNamesWhatChanged) {
     }
     fs::remove_all(dir);
   }
+}
+
+// Problem model 2: one golden per variant, each the file a kernel's harness writes (thd with padding
+// for varlen, a paged cache with its block table, the side tensors and metadata), read back by
+// `check` as exactly the case's problem and inputs, and judged clean.
+TEST(Golden, VariantGoldensAreTheFilesKernelsWrite) {
+  int variants = 0;
+  bool thd = false, paged = false, fp8 = false, bshd = false, used = false;
+  for (const GoldenCase& c : golden_cases()) {
+    const Problem& p = c.problem;
+    if (p.plain()) continue;
+    ++variants;
+    SCOPED_TRACE(c.name + ": " + to_string(p));
+    SafetensorsFile f = read_safetensors(fs::path(FLASHCHECK_DATA_DIR) / (c.name + ".safetensors"));
+    const Inputs in = make_inputs(p, c.seed, c.dist);
+    const CheckFileCase got = read_check_case(f, false);
+    Problem want = p;
+    want.page_order = PageOrder::identity;  // a file holds the table, not how it was drawn
+    if (is_fp8(p.dtype) && !want.out_dtype) want.out_dtype = DType::bf16;
+    EXPECT_EQ(got.problem, want);
+    EXPECT_EQ(got.inputs.q, in.q);
+    EXPECT_EQ(got.inputs.k, in.k);
+    EXPECT_EQ(got.inputs.v, in.v);
+    EXPECT_EQ(got.inputs.block_table, in.block_table);
+    EXPECT_EQ(got.inputs.alibi_slopes, in.alibi_slopes);
+    EXPECT_EQ(got.inputs.sinks, in.sinks);
+    EXPECT_EQ(got.inputs.descale_k, in.descale_k);
+    if (p.layout == Layout::thd) {
+      thd = true;
+      EXPECT_GT(c.pad, 0);
+      EXPECT_EQ(got.padding_written, 0);  // poisoned padding, untouched
+      EXPECT_TRUE(std::find(p.seqlens_q.begin(), p.seqlens_q.end(), 0) != p.seqlens_q.end()) << "an empty sequence";
+      EXPECT_TRUE(std::find(p.seqlens_q.begin(), p.seqlens_q.end(), 1) != p.seqlens_q.end()) << "a one-token sequence";
+    }
+    if (p.paged()) {
+      paged = true;
+      EXPECT_EQ(p.page_order, PageOrder::shared);
+      bool partial = false;
+      for (int64_t b = 0; b < p.batch; ++b) partial = partial || p.skv(b) % p.page_size != 0;
+      EXPECT_TRUE(partial) << "a partly filled last page";
+    }
+    fp8 = fp8 || (is_fp8(p.dtype) && p.descale == Descale::head);
+    bshd = bshd || p.layout == Layout::bshd;
+    used = used || !p.seqused_kv.empty();
+    try {
+      const Report r = check_file(fs::path(FLASHCHECK_DATA_DIR) / (c.name + ".safetensors"), CheckFileOptions{});
+      EXPECT_TRUE(r.pass()) << to_text(r);
+    } catch (const std::invalid_argument& e) {
+      // Varlen judging waits on the criteria generalized for varlen batches (the lead's change).
+      EXPECT_EQ(p.layout, Layout::thd) << e.what();
+      EXPECT_NE(std::string(e.what()).find("differ in size"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GE(variants, 11);
+  EXPECT_TRUE(thd && paged && fp8 && bshd && used);
+}
+
+// A side tensor of a variant golden (block table, cu_seqlens, slopes, descales) is an input like q:
+// one bit changed is named, regen refuses to overwrite it, --force restores it.
+TEST(Golden, ChangedSideTensorIsNamedAndProtected) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(604));
+  const fs::path dir = copy_of_data("side");
+  const Snapshot committed = snapshot(dir);
+  const std::vector<std::pair<std::string, std::string>> sides = {{"f16_paged_shared_bshd", "block_table"},
+                                                                  {"bf16_varlen_thd", "cu_seqlens_k"},
+                                                                  {"bf16_alibi_signed_per_batch", "alibi_slopes"},
+                                                                  {"e4m3_head_descale", "v_descale"},
+                                                                  {"bf16_sinks_tl", "sinks"},
+                                                                  {"bf16_seqused_bshd", "seqused_k"}};
+  const auto& [name, tensor] = sides[std::uniform_int_distribution<size_t>(0, sides.size() - 1)(gen)];
+  SCOPED_TRACE(name + " tensor " + tensor);
+  const fs::path file = dir / (name + ".safetensors");
+  auto bytes = slurp(file);
+  bytes[tensor_offset(bytes, tensor)] ^= static_cast<uint8_t>(1u << (gen() % 3));  // a low bit of its first element
+  spit(file, bytes);
+  const auto r = result_for(golden_check(dir), name);
+  EXPECT_EQ(r.verdict(), "input bits") << joined(r);
+  EXPECT_NE(joined(r).find("input '" + tensor + "' differs"), std::string::npos) << joined(r);
+  const Snapshot corrupted = snapshot(dir);
+  std::ostringstream log;
+  EXPECT_EQ(golden_regen(dir, false, log).refused, 1);
+  EXPECT_TRUE(snapshot(dir) == corrupted);
+  EXPECT_EQ(golden_regen(dir, true, log).written, 1);
+  EXPECT_TRUE(snapshot(dir) == committed);
+  fs::remove_all(dir);
 }
 
 int cli(const std::string& args, const fs::path& log) {

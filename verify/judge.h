@@ -33,12 +33,13 @@ struct Declared {
 struct KernelOutput {
   std::span<const float> o;
   std::optional<std::span<const float>> lse;
-  // Canary bytes around o and lse that changed, when the caller fenced the buffers (the harness);
+  // Canary bytes around the kernel's buffers that changed, when the caller fenced them (the harness);
   // absent when nobody could look (an output file).
   std::optional<int64_t> oob_writes;
-  // Output elements no row maps to (THD padding rows past cu_seqlens, their LSE) that the kernel
-  // wrote, when the caller poisoned them (the harness); absent when there are none to look at.
-  std::optional<int64_t> padding_writes;
+  // Elements of o and lse outside every logical row (THD padding past cu_seqlens_q[-1]) that a
+  // kernel wrote: they held the poison before it ran and no longer do. Absent when nobody could
+  // tell (the padding was never poisoned, or there is none).
+  std::optional<int64_t> padding_written;
 };
 
 struct JudgeOptions {

@@ -1,7 +1,9 @@
 // Element-wise metrics between a kernel's output and the oracle, in the units kernels are judged by.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "reference/dtype.h"
 
@@ -22,6 +24,9 @@ inline constexpr uint64_t kNanUlp = std::numeric_limits<uint64_t>::max();
 uint64_t ulp_distance(DType d, float a, float b);
 // The spacing of the dtype's representable values at |x| (its ULP there), subnormals included.
 double ulp_at(DType d, double x);
+// x rounded once, to nearest with ties to even, to the dtype (widened exactly to fp32). Not
+// round_to(d, float(x)): rounding to fp32 first can land on a 16-bit tie x itself is not on.
+float round_nearest_even(DType d, double x);
 
 // 2⟨x,y⟩ / (‖x‖² + ‖y‖²) in fp64 (TileLang's form): 1 only when x == y, and 0 against all zeros,
 // so an all-zero output cannot pass. Both all-zero: 1.
@@ -30,5 +35,68 @@ struct CosineAccumulator {
   void add(double x, double y) { xy += x * y; xx += x * x; yy += y * y; }
   double value() const { return (xx + yy) == 0 ? 1.0 : 2.0 * xy / (xx + yy); }
 };
+
+// The distinct (kernel value, oracle value) pairs among many, each counted once however often it
+// occurs: identical rows, GQA heads sharing a KV head and query rows, constant rows repeat one
+// pair hundreds of times, and a repeated pair is one piece of evidence, not hundreds.
+// A bottom-K sketch: it keeps the kCapacity pairs of least hash. While there are at most that many
+// distinct pairs it holds them all (exact); past that, a uniform sample of them, whose size and
+// K-th hash estimate how many there are. The kept set depends only on the set of pairs added, so
+// sketches filled per thread and merged in any order give the same result, bit for bit.
+class DistinctPairs {
+ public:
+  struct Pair {
+    uint64_t hash;
+    double oracle;
+    float kernel;
+  };
+  static constexpr size_t kCapacity = size_t{1} << 14;
+
+  // Inline: called once per significant output element, and past the first pairs nearly every
+  // call ends at the threshold test.
+  void add(float kernel, double oracle) {
+    const uint64_t h = hash(kernel, oracle);
+    if (h > threshold_) {  // at least kCapacity kept pairs hash lower: never among them
+      dropped_ = true;
+      return;
+    }
+    insert(h, kernel, oracle);
+  }
+  void merge(const DistinctPairs& other);
+  // The kept pairs, ordered by hash (then by their bits).
+  const std::vector<Pair>& pairs();
+  // True while every distinct pair added is kept.
+  bool exact();
+  // How many distinct pairs were added: exact while exact(), else the sketch's estimate.
+  double distinct();
+
+ private:
+  static uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: every input bit moves every output bit
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+  }
+  static uint64_t hash(float kernel, double oracle) {
+    return mix64(std::bit_cast<uint64_t>(oracle) ^ mix64(std::bit_cast<uint32_t>(kernel) + 0x9E3779B97F4A7C15ULL));
+  }
+  void insert(uint64_t h, float kernel, double oracle);
+  void compact();
+  std::vector<Pair> items_;
+  uint64_t threshold_ = std::numeric_limits<uint64_t>::max();  // a pair hashing above it cannot be kept
+  bool dropped_ = false;                                        // some distinct pair was left out
+};
+
+// The rounding criteria's figures over the distinct pairs (a sample of them past kCapacity), each
+// pair counted once. `distinct` is the evidence they rest on.
+struct RoundingEvidence {
+  double distinct = 0;      // distinct (kernel, oracle) pairs: exact while the sketch is, else estimated
+  double frac_over_n = 0;   // share of them more than ulp_n ULP from the rounded oracle
+  // Mean signed error in output ULPs of the exact value, plain and signed by the value (truncation
+  // toward zero shows in the second, toward −∞ in the first): the larger in magnitude.
+  double bias = 0;
+};
+RoundingEvidence rounding_evidence(DType d, DistinctPairs& pairs, uint64_t ulp_n);
 
 }  // namespace flashcheck

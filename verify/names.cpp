@@ -100,7 +100,10 @@ std::optional<std::string> near_miss(std::string_view name, const std::vector<st
 }
 
 const KnownNames& check_file_names() {
-  static const KnownNames names{{"causal", "scale", "lse_base", "empty_row_lse"}, {"q", "k", "v", "o", "lse"}};
+  static const KnownNames names{{"causal", "scale", "lse_base", "empty_row_lse", "layout", "window", "window_convention",
+                                  "softcap", "alibi", "alibi_lse"},
+                                 {"q", "k", "v", "o", "lse", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table",
+                                  "cache_seqlens", "alibi_slopes", "sinks", "q_descale", "k_descale", "v_descale"}};
   return names;
 }
 

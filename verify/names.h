@@ -28,8 +28,8 @@ struct KnownNames {
   std::vector<std::string> metadata;  // __metadata__ keys
   std::vector<std::string> tensors;   // tensor names
 };
-// What `flashcheck check` reads (check_file.h's contract): metadata causal, scale, lse_base,
-// empty_row_lse; tensors q, k, v, o, lse.
+// What `flashcheck check` reads (verify/check_file_format.h's contract): the metadata keys and
+// tensor names of plain attention and of every variant.
 const KnownNames& check_file_names();
 
 struct NameFinding {

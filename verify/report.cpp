@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
+#include <cstdlib>
 #include <sstream>
 
 #include "verify/metrics.h"
@@ -20,47 +20,120 @@ std::vector<std::string> Report::failed() const {
   return f;
 }
 
+bool within_limit(const Criterion& c) {
+  switch (c.bound) {
+    case Criterion::Bound::at_least: return c.value >= c.limit;
+    case Criterion::Bound::magnitude_at_most: return std::fabs(c.value) <= c.limit;
+    case Criterion::Bound::at_most: break;
+  }
+  return c.value <= c.limit;
+}
+
+CriterionStatus status_of(const Criterion& c) {
+  if (!c.pass) return CriterionStatus::fail;
+  if (c.role == Criterion::Role::not_computed) return CriterionStatus::not_computed;
+  const bool within = within_limit(c);
+  if (c.role == Criterion::Role::reported_only)
+    return within ? CriterionStatus::reported_only : CriterionStatus::over_limit_reported_only;
+  return within ? CriterionStatus::ok : CriterionStatus::over_limit;
+}
+
+const char* status_text(CriterionStatus s) {
+  switch (s) {
+    case CriterionStatus::ok: return "ok";
+    case CriterionStatus::fail: return "FAIL";
+    case CriterionStatus::reported_only: return "reported only";
+    case CriterionStatus::over_limit_reported_only: return "over limit (reported only)";
+    case CriterionStatus::over_limit: return "over limit";
+    case CriterionStatus::not_computed: return "n/a";
+  }
+  return "?";
+}
+
 namespace {
 
-// A criterion's status word as printed: never "ok" for a value past the limit it prints.
-std::string status_of(const Criterion& c, bool nothing_compared) {
-  if (!c.pass) return "FAIL";
-  if (c.detail.rfind("reported only", 0) == 0 || c.detail.rfind("not applicable", 0) == 0) return "(reported only, not judged)";
-  static const char* kValueCriteria[] = {"cosine", "rel_l2", "baseline_relative", "ulp"};
-  const bool value_criterion = std::find_if(std::begin(kValueCriteria), std::end(kValueCriteria),
-                                            [&](const char* n) { return c.name == n; }) != std::end(kValueCriteria);
-  // With every element unwritten or NaN-mismatched, the value criteria saw nothing: their passing
-  // numbers (cosine 1 of an empty sum) mean nothing either.
-  if (value_criterion && nothing_compared) return "n/a (no element could be compared)";
-  const bool at_least = c.name == "cosine";
-  const bool within = at_least ? c.value >= c.limit : c.value <= c.limit;
-  if (!within) return "ok (within its per-element limit; the printed limit is its flat part)";
-  return "ok";
+std::string number(double x, int precision) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  std::ostringstream os;
+  os.precision(precision);
+  os << x;
+  return os.str();
+}
+
+// Value and limit printed so that their difference shows: at 3 digits 0.99995 against 0.9999
+// prints as "1 ≥ 1" or "1 ≥ 0.9999", true and useless. Digits are added until each printed
+// number lies within a tenth of the gap between the two (or is exact).
+std::pair<std::string, std::string> distinct_numbers(double a, double b, int precision) {
+  const double gap = std::fabs(a - b) / 10;
+  auto close = [&](const std::string& s, double x) {
+    return !std::isfinite(x) || std::fabs(std::strtod(s.c_str(), nullptr) - x) <= gap;
+  };
+  std::string x = number(a, precision), y = number(b, precision);
+  for (int p = precision + 1; (!close(x, a) || !close(y, b)) && p <= 17; ++p) x = number(a, p), y = number(b, p);
+  return {x, y};
 }
 
 }  // namespace
+
+std::string limit_text(const Criterion& c, int precision) {
+  const std::string l = number(c.limit, precision);
+  switch (c.bound) {
+    case Criterion::Bound::at_least: return "\u2265 " + l;
+    case Criterion::Bound::magnitude_at_most: return "|x| \u2264 " + l;
+    case Criterion::Bound::at_most: break;
+  }
+  return "\u2264 " + l;
+}
+
+std::string comparison_text(const Criterion& c, int precision) {
+  if (c.role == Criterion::Role::not_computed) return "n/a (limit " + limit_text(c, precision) + ")";
+  auto [v, l] = distinct_numbers(c.value, c.limit, precision);
+  if (std::isnan(c.value)) return v + " (limit " + limit_text(c, precision) + ")";
+  const bool within = within_limit(c);
+  switch (c.bound) {
+    case Criterion::Bound::at_least: return v + (within ? " \u2265 " : " < ") + l;
+    case Criterion::Bound::magnitude_at_most: return "|" + v + (within ? "| \u2264 " : "| > ") + l;
+    case Criterion::Bound::at_most: break;
+  }
+  return v + (within ? " \u2264 " : " > ") + l;
+}
+
+double limit_used(const Criterion& c) {
+  if (c.role == Criterion::Role::not_computed) return NAN;
+  const double v = c.bound == Criterion::Bound::magnitude_at_most ? std::fabs(c.value) : c.value;
+  if (std::isnan(v)) return INFINITY;
+  if (c.bound == Criterion::Bound::at_least) {
+    if (c.limit < 1) return std::max(0.0, (1 - v) / (1 - c.limit));  // the share of the margin below 1 used
+    return v >= c.limit ? 0.0 : INFINITY;
+  }
+  if (c.limit > 0) return v / c.limit;
+  return v > 0 ? INFINITY : 0.0;  // a count held to 0
+}
 
 std::string to_text(const Report& r) {
   std::ostringstream os;
   os.precision(6);
   os << (r.pass() ? "PASS" : "FAIL") << "  " << to_string(r.problem) << "\n";
+  auto status = [](const Criterion& c) {
+    std::string st = status_text(status_of(c));
+    return st.size() < 4 ? st + std::string(4 - st.size(), ' ') : st;
+  };
   if (r.elements == 0) {
     // No output was judged (the kernel crashed, hung, exited or reported an error): only what
     // happened is printed, never metrics of an output that does not exist.
-    for (auto& c : r.criteria) os << "  " << (c.pass ? "ok  " : "FAIL") << " " << c.name << ": " << c.detail << "\n";
+    for (auto& c : r.criteria) os << "  " << status(c) << " " << c.name << ": " << c.detail << "\n";
   } else {
     os << "  rows checked per (b,h): " << r.rows_checked << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements
        << "\n";
-    const bool nothing_compared = r.compared == 0;
-    for (auto& c : r.criteria) {
-      const std::string st = status_of(c, nothing_compared);
-      os << "  " << (st.size() < 4 ? st + std::string(4 - st.size(), ' ') : st) << " " << c.name << ": " << c.value << " (limit "
-         << c.limit << ") — " << c.detail << "\n";
+    for (auto& c : r.criteria) os << "  " << status(c) << " " << c.name << ": " << comparison_text(c) << " \u2014 " << c.detail << "\n";
+    if (r.compared == 0) {
+      os << "  metrics: n/a (no element could be compared)";
+    } else {
+      os << "  metrics: cos=" << r.cosine << " rel_l2=" << r.rel_l2 << " max_abs=" << r.max_abs
+         << " baseline_max_abs=" << r.baseline_max_abs << " ulp_max=" << (r.ulp_max == kNanUlp ? -1.0 : double(r.ulp_max))
+         << " ulp_mean=" << r.ulp_mean << " rounding_bias=" << r.rounding_bias;
     }
-    os << "  metrics: cos=" << r.cosine << " rel_l2=" << r.rel_l2 << " max_abs=" << r.max_abs
-       << " baseline_max_abs=" << r.baseline_max_abs << " ulp_max=" << (r.ulp_max == kNanUlp ? -1.0 : double(r.ulp_max))
-       << " ulp_mean=" << r.ulp_mean << " rounding_bias=" << r.rounding_bias;
-    if (nothing_compared) os << " (over no element: nothing could be compared)";
     if (r.lse_max_abs) os << " lse_max_abs=" << *r.lse_max_abs << " lse_max_rel=" << *r.lse_max_rel;
     os << "\n";
   }
@@ -91,15 +164,38 @@ nlohmann::json to_json(const Report& r) {
   j["rows_checked"] = r.rows_checked;
   j["sampled"] = r.sampled;
   j["failed"] = r.failed();
-  for (auto& c : r.criteria)
-    j["criteria"].push_back({{"name", c.name}, {"pass", c.pass}, {"value", num(c.value)}, {"limit", num(c.limit)}, {"detail", c.detail}});
-  j["metrics"] = {{"cosine", r.compared ? num(r.cosine) : nlohmann::json(nullptr)},         {"rel_l2", num(r.rel_l2)},
-                  {"max_abs", num(r.max_abs)},       {"baseline_max_abs", num(r.baseline_max_abs)},
-                  {"ulp_max", r.ulp_max == kNanUlp ? nlohmann::json("nan") : nlohmann::json(r.ulp_max)},
-                  {"ulp_mean", num(r.ulp_mean)},     {"ulp_over_n", r.ulp_over_n},
-                  {"rounding_bias", num(r.rounding_bias)},   {"compared", r.compared},
-                  {"elements", r.elements},          {"nan_mismatches", r.nan_mismatches},
-                  {"unwritten", r.unwritten},        {"empty_row_violations", r.empty_row_violations}};
+  for (auto& c : r.criteria) {
+    const bool computed = c.role != Criterion::Role::not_computed;
+    j["criteria"].push_back({{"name", c.name},
+                             {"pass", c.pass},
+                             {"status", status_text(status_of(c))},
+                             {"role", c.role == Criterion::Role::judged          ? "judged"
+                                      : c.role == Criterion::Role::reported_only ? "reported_only"
+                                                                                 : "not_computed"},
+                             {"bound", c.bound == Criterion::Bound::at_least            ? "at_least"
+                                       : c.bound == Criterion::Bound::magnitude_at_most ? "magnitude_at_most"
+                                                                                        : "at_most"},
+                             {"value", computed ? num(c.value) : nlohmann::json(nullptr)},
+                             {"limit", num(c.limit)},
+                             {"text", comparison_text(c)},
+                             {"detail", c.detail}});
+  }
+  // With no element compared the value metrics describe nothing: null, never a perfect-looking 1 or 0.
+  auto measured = [&](nlohmann::json v) { return r.compared ? v : nlohmann::json(nullptr); };
+  j["metrics"] = {{"cosine", measured(num(r.cosine))},
+                  {"rel_l2", measured(num(r.rel_l2))},
+                  {"max_abs", measured(num(r.max_abs))},
+                  {"baseline_max_abs", measured(num(r.baseline_max_abs))},
+                  {"ulp_max", measured(r.ulp_max == kNanUlp ? nlohmann::json("nan") : nlohmann::json(r.ulp_max))},
+                  {"ulp_mean", measured(num(r.ulp_mean))},
+                  {"ulp_over_n", r.ulp_over_n},
+                  {"rounding_bias", measured(num(r.rounding_bias))},
+                  {"distinct_pairs", r.distinct_pairs},
+                  {"compared", r.compared},
+                  {"elements", r.elements},
+                  {"nan_mismatches", r.nan_mismatches},
+                  {"unwritten", r.unwritten},
+                  {"empty_row_violations", r.empty_row_violations}};
   if (r.lse_max_abs) {
     j["metrics"]["lse_max_abs"] = num(*r.lse_max_abs);
     j["metrics"]["lse_max_rel"] = num(*r.lse_max_rel);

@@ -13,11 +13,46 @@
 namespace flashcheck {
 
 struct Criterion {
+  // Which way the limit goes: most values may be at most their limit, cosine at least, a signed
+  // mean (rounding_bias) at most in magnitude.
+  enum class Bound : uint8_t { at_most, at_least, magnitude_at_most };
+  // Whether the limit decides the verdict. reported_only: measured and shown, but not held to the
+  // limit (a dtype without the rule, too little independent evidence, an overflowed baseline).
+  // not_computed: there was nothing to measure (every element unwritten or NaN): no value at all.
+  enum class Role : uint8_t { judged, reported_only, not_computed };
   std::string name;
   bool pass = true;
   double value = 0, limit = 0;
   std::string detail;
+  Bound bound = Bound::at_most;
+  Role role = Role::judged;
 };
+
+// How a criterion is shown, the same way in text, JSON, HTML and the campaign summary: these are
+// the only place its status word and its comparison with the limit are made.
+enum class CriterionStatus {
+  ok,                         // judged, within its limit
+  fail,                       // failed the verdict
+  reported_only,              // not judged, within the limit it reports
+  over_limit_reported_only,   // not judged, past the limit it reports
+  over_limit,                 // judged and passing yet past its limit: a malformed criterion, never "ok"
+  not_computed,               // nothing was measured
+};
+CriterionStatus status_of(const Criterion& c);
+// "ok", "FAIL", "reported only", "over limit (reported only)", "over limit", "n/a".
+const char* status_text(CriterionStatus s);
+// The value lies on the allowed side of the limit (NaN never does).
+bool within_limit(const Criterion& c);
+// Value and limit with the relation that actually holds between them, reading naturally:
+// "0.99991 ≥ 0.9999", "0.002 ≤ 0.018", "0.5 > 0.3", "|-0.381| > 0.3"; not computed:
+// "n/a (limit ≥ 0.9999)". `precision` significant digits.
+std::string comparison_text(const Criterion& c, int precision = 6);
+// "≤ 0.018", "≥ 0.9999", "|x| ≤ 0.3": the limit with its direction.
+std::string limit_text(const Criterion& c, int precision = 6);
+// The share of its limit a criterion used, 1 at the edge: value/limit (|value|/limit), and
+// (1 − value)/(1 − limit) for cosine-like "at least" limits below 1; a count held to 0 uses 0
+// when it is 0 and +inf otherwise, a NaN value +inf. NaN when not computed.
+double limit_used(const Criterion& c);
 
 struct Location {
   int64_t b = 0, h = 0, row = 0, col = 0;
@@ -79,7 +114,10 @@ struct Report {
   double cosine = 1, rel_l2 = 0, max_abs = 0, baseline_max_abs = 0;
   uint64_t ulp_max = 0;
   double ulp_mean = 0;
-  double rounding_bias = 0;  // mean signed error in output ULPs over significant elements
+  double rounding_bias = 0;  // mean signed error in output ULPs over distinct pairs of significant elements
+  // Distinct (kernel, oracle) pairs among the significant elements: the evidence the rounding
+  // criteria rest on (estimated past DistinctPairs::kCapacity, 16,384).
+  double distinct_pairs = 0;
   // Elements the value metrics (cosine, rel_l2, baseline, ULP) were computed over: finite in both,
   // written, in rows that see a key. 0 means those metrics describe nothing.
   int64_t compared = 0;

@@ -10,9 +10,7 @@
 
 namespace flashcheck {
 
-namespace {
-
-std::string escape(const std::string& s) {
+std::string html_escape(const std::string& s) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
@@ -21,11 +19,16 @@ std::string escape(const std::string& s) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
       default: out += c;
     }
   }
   return out;
 }
+
+namespace {
+
+std::string escape(const std::string& s) { return html_escape(s); }
 
 std::string base64(const void* data, size_t n) {
   static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -58,12 +61,24 @@ std::string num(double x) {
   return os.str();
 }
 
-// How much of its limit a criterion used: 1 is the edge of failing. Cosine is the one "at least"
-// criterion, so its distance from 1 is what is compared; counts with limit 0 have no fraction.
+// How much of its limit a criterion used (1 is the edge of failing), or "-" where it has none.
 std::string used(const Criterion& c) {
-  if (c.name == "cosine") return c.limit < 1 ? num((1 - c.value) / (1 - c.limit)) : "-";
-  if (c.limit > 0 && std::isfinite(c.limit)) return num(c.value / c.limit);
-  return "-";
+  const double u = limit_used(c);
+  return std::isnan(u) ? "-" : num(u);
+}
+
+// The status cell's class: green only for "ok", red for a failure, amber past a limit that does
+// not judge, grey for reported only and not computed.
+const char* status_class(CriterionStatus s) {
+  switch (s) {
+    case CriterionStatus::ok: return "pass";
+    case CriterionStatus::fail: return "fail";
+    case CriterionStatus::over_limit:
+    case CriterionStatus::over_limit_reported_only: return "warn";
+    case CriterionStatus::reported_only:
+    case CriterionStatus::not_computed: break;
+  }
+  return "na";
 }
 
 const char* flag_name(MapFlag f) {
@@ -120,7 +135,7 @@ nlohmann::json page_data(const Report& r) {
 const char* kStyle = R"CSS(
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1100px; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 1.6em; }
-.pass { color: #1a7f37; } .fail { color: #cf222e; }
+.pass { color: #1a7f37; } .fail { color: #cf222e; } .warn { color: #9a6700; } .na { color: #666; }
 table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
 tr.bad td { background: #fff0f0; } td.n { font-family: ui-monospace, monospace; text-align: right; }
 pre { background: #f6f8fa; padding: 8px; white-space: pre-wrap; word-break: break-all; }
@@ -260,17 +275,28 @@ std::string to_html(const Report& r) {
     << "</h1>\n<p>Rows checked per (b,h): " << r.rows_checked << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements
     << ".</p>\n";
 
-  h << "<h2>Verdict</h2>\n<table><tr><th></th><th>criterion</th><th>value</th><th>limit</th><th>value/limit</th><th>what</th></tr>\n";
-  for (const Criterion& c : r.criteria)
-    h << "<tr" << (c.pass ? "" : " class=\"bad\"") << "><td class=\"" << (c.pass ? "pass\">ok" : "fail\">FAIL") << "</td><td>"
-      << escape(c.name) << "</td><td class=\"n\">" << num(c.value) << "</td><td class=\"n\">" << num(c.limit)
-      << "</td><td class=\"n\">" << used(c) << "</td><td>" << escape(c.detail) << "</td></tr>\n";
-  h << "</table>\n<p class=\"note\">value/limit: how much of its limit a criterion used (1 = the edge of failing; for "
-       "cosine, (1 &minus; value)/(1 &minus; limit)).</p>\n";
-  h << "<p>Metrics: cos=" << num(r.cosine) << " rel_l2=" << num(r.rel_l2) << " max_abs=" << num(r.max_abs)
-    << " baseline_max_abs=" << num(r.baseline_max_abs) << " ulp_mean=" << num(r.ulp_mean);
-  if (r.lse_max_abs) h << " lse_max_abs=" << num(*r.lse_max_abs);
-  h << "</p>\n";
+  h << "<h2>Verdict</h2>\n<table id=\"verdict\"><tr><th>status</th><th>criterion</th><th>value against its limit</th>"
+       "<th>share of limit</th><th>what</th></tr>\n";
+  for (const Criterion& c : r.criteria) {
+    const CriterionStatus st = status_of(c);
+    h << "<tr data-criterion=\"" << escape(c.name) << "\" data-status=\"" << status_text(st) << "\""
+      << (st == CriterionStatus::fail ? " class=\"bad\"" : "") << "><td class=\"" << status_class(st) << "\">"
+      << status_text(st) << "</td><td>" << escape(c.name) << "</td><td class=\"n\">"
+      << escape(r.elements == 0 ? std::string("-") : comparison_text(c)) << "</td><td class=\"n\">"
+      << (r.elements == 0 ? "-" : used(c)) << "</td><td>" << escape(c.detail) << "</td></tr>\n";
+  }
+  h << "</table>\n<p class=\"note\">share of limit: how much of its limit a criterion used (1 = the edge of failing; for "
+       "cosine, (1 &minus; value)/(1 &minus; limit)). ok: judged and within its limit; reported only: measured, not "
+       "judged; n/a: nothing could be measured.</p>\n";
+  if (r.compared == 0) {
+    h << "<p>Metrics: n/a (no element could be compared).</p>\n";
+  } else {
+    h << "<p>Metrics: cos=" << num(r.cosine) << " rel_l2=" << num(r.rel_l2) << " max_abs=" << num(r.max_abs)
+      << " baseline_max_abs=" << num(r.baseline_max_abs) << " ulp_mean=" << num(r.ulp_mean)
+      << " rounding_bias=" << num(r.rounding_bias);
+    if (r.lse_max_abs) h << " lse_max_abs=" << num(*r.lse_max_abs);
+    h << "</p>\n";
+  }
   if (r.worst) {
     const Location& w = *r.worst;
     h << "<p>Worst element: (b=" << w.b << ", h=" << w.h << ", row=" << w.row << ", col=" << w.col

@@ -12,6 +12,8 @@
 namespace flashcheck {
 
 std::string to_html(const Report& r);
+// Text made safe for HTML element content and attribute values (& < > " ').
+std::string html_escape(const std::string& s);
 // Writes to_html(r) to path; throws CannotTest naming the path when it cannot be written.
 void write_html(const Report& r, const std::filesystem::path& path);
 

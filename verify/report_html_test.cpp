@@ -4,6 +4,7 @@
 #include "verify/report_html.h"
 
 #include <gtest/gtest.h>
+#include <gtest/gtest-spi.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -15,7 +16,9 @@
 
 #include "reference/replica.h"
 #include "testing/test_seed.h"
+#include "verify/headless_chromium.h"
 #include "verify/judge.h"
+#include "verify/expected.h"
 #include "verify/metrics.h"
 
 namespace flashcheck {
@@ -88,43 +91,22 @@ TEST(ErrorMaps, AreNotComputedUnlessAskedAndChangeNothingElse) {
   EXPECT_EQ(to_json(plain), to_json(mapped));
 }
 
-// Runs chromium headless on `page` and returns the attributes of the serialized <html> element.
-std::optional<std::map<std::string, std::string>> render(const std::string& page, const std::string& tag) {
-  const char* candidates[] = {"chromium", "chromium-browser", "google-chrome"};
-  std::string browser;
-  for (const char* c : candidates)
-    if (std::system(("command -v " + std::string(c) + " >/dev/null 2>&1").c_str()) == 0) {
-      browser = c;
-      break;
-    }
-  if (browser.empty()) return std::nullopt;
+// Writes `page` to a temporary file and returns chromium's DOM of it (nullopt: no chromium).
+std::optional<std::string> render_dom(const std::string& page, const std::string& tag) {
   const auto dir = std::filesystem::temp_directory_path() / ("fc_html_" + tag + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const auto file = dir / "report.html";
   std::ofstream(file) << page;
-  // --no-sandbox: CI runs as root, where chromium refuses its sandbox; the page is our own.
-  const std::string cmd = "timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" +
-                          (dir / "profile").string() + " --virtual-time-budget=10000 --dump-dom file://" + file.string() +
-                          " 2>/dev/null";
-  std::string dom;
-  if (FILE* f = popen(cmd.c_str(), "r")) {
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) dom.append(buf, n);
-    pclose(f);
-  }
+  auto dom = flashcheck::testing::dump_dom(file);
   std::filesystem::remove_all(dir);
-  std::map<std::string, std::string> attrs;
-  std::smatch tag_m;
-  if (!std::regex_search(dom, tag_m, std::regex("<html([^>]*)>"))) {
-    attrs["(no html element in the dump)"] = dom.substr(0, 200);
-    return attrs;
-  }
-  const std::string s = tag_m[1];
-  const std::regex attr(R"re(([a-z-]+)="([^"]*)")re");
-  for (auto it = std::sregex_iterator(s.begin(), s.end(), attr); it != std::sregex_iterator(); ++it)
-    attrs[(*it)[1]] = (*it)[2];
-  return attrs;
+  return dom;
+}
+
+// The attributes of the serialized <html> element of `page` as chromium rendered it.
+std::optional<std::map<std::string, std::string>> render(const std::string& page, const std::string& tag) {
+  const auto dom = render_dom(page, tag);
+  if (!dom) return std::nullopt;
+  return flashcheck::testing::html_attributes(*dom);
 }
 
 TEST(ReportHtml, LoadsInHeadlessChromiumAndDrawsTheHeatmaps) {
@@ -164,6 +146,102 @@ TEST(ReportHtml, AScriptErrorIsCaughtByTheBrowserCheck) {
   if (!attrs) GTEST_SKIP() << "chromium is not installed (apt-get install chromium; .ci/run installs it): page not rendered";
   EXPECT_TRUE(attrs->count("data-script-error")) << "no script error reported for a broken script";
   EXPECT_FALSE(attrs->count("data-drawn"));
+}
+
+const flashcheck::testing::DomRow* row_of(const std::vector<flashcheck::testing::DomRow>& rows, const std::string& name) {
+  for (const auto& r : rows)
+    if (r.attrs.at("data-criterion") == name) return &r;
+  return nullptr;
+}
+
+// Pages of three real verdicts, read back from chromium's DOM: an all-unwritten output (every value
+// criterion n/a, no "cos=1"), a few-distinct-values output rounded the wrong way (rounding_bias over
+// its limit, reported only) and a correct kernel on huge scores (LSE far past the flat atol, shown
+// against its row's own limit). Before: `ok cosine 1` and `ok lse 16 / 1e-05`.
+TEST(ReportHtml, TheRenderedVerdictNeverSaysOkPastALimit) {
+  struct Page {
+    std::string tag;
+    Report r;
+  };
+  std::vector<Page> pages;
+  {
+    Problem p{1, 2, 1, 40, 50, 32, 32, Causal::none, {}, DType::bf16};
+    const Inputs in = make_inputs(p, flashcheck::testing::seed_for(311));
+    const std::vector<float> o(static_cast<size_t>(p.o_elems()), poison_value(p.dtype));
+    pages.push_back({"unwritten", judge(p, in, KernelOutput{o, std::nullopt, std::nullopt}, Declared{}, JudgeOptions{kDefaultMaxRows, true})});
+  }
+  {
+    Problem p{1, 4, 2, 1, 63, 256, 256, Causal::none, {}, DType::f16};
+    const Inputs in = make_inputs(p, flashcheck::testing::seed_for(312), Dist::constant_rows);
+    const Expected ref = make_expected(p, in);
+    std::vector<float> o(ref.oracle.o.size());
+    for (size_t e = 0; e < o.size(); ++e)
+      o[e] = f16_bits_to_f32(static_cast<uint16_t>(f32_to_f16_bits(round_nearest_even(p.dtype, ref.oracle.o[e])) + 1));
+    pages.push_back({"wrong_way", judge(p, in, KernelOutput{o, std::nullopt, std::nullopt}, Declared{}, JudgeOptions{kDefaultMaxRows, true})});
+  }
+  {
+    Problem p{1, 2, 2, 50, 70, 64, 64, Causal::bottom_right, 1.0, DType::bf16};
+    const Inputs in = make_inputs(p, flashcheck::testing::seed_for(313), Dist::large);
+    ReplicaConfig cfg;
+    cfg.finite_neg_inf = false;
+    const ReplicaResult good = replica_attention(p, in, cfg);
+    pages.push_back({"large_lse", judge(p, in, KernelOutput{good.o, good.lse, std::nullopt}, Declared{}, JudgeOptions{kDefaultMaxRows, true})});
+  }
+  {
+    Broken b;
+    pages.push_back({"broken", b.judge_it(true)});
+  }
+  for (const Page& pg : pages) {
+    SCOPED_TRACE(pg.tag);
+    const auto dom = render_dom(to_html(pg.r), "honest_" + pg.tag);
+    if (!dom) GTEST_SKIP() << "chromium is not installed (apt-get install chromium; .ci/run installs it): page not rendered";
+    EXPECT_EQ(flashcheck::testing::html_attributes(*dom).count("data-script-error"), 0u);
+    const auto rows = flashcheck::testing::rows_with(*dom, "data-criterion");
+    ASSERT_EQ(rows.size(), pg.r.criteria.size());
+    for (const auto& row : rows) flashcheck::testing::expect_honest_row(row);
+    if (pg.tag == "unwritten") {
+      for (const char* name : {"cosine", "rel_l2", "baseline_relative", "ulp", "rounding_bias"}) {
+        ASSERT_TRUE(row_of(rows, name)) << name;
+        EXPECT_EQ(row_of(rows, name)->cells[0], "n/a") << name;
+      }
+      EXPECT_NE(dom->find("Metrics: n/a"), std::string::npos);
+      EXPECT_EQ(dom->find("cos=1"), std::string::npos);
+    }
+    if (pg.tag == "wrong_way") {
+      ASSERT_TRUE(row_of(rows, "rounding_bias"));
+      EXPECT_EQ(row_of(rows, "rounding_bias")->cells[0], "over limit (reported only)");
+    }
+    if (pg.tag == "large_lse") {
+      ASSERT_TRUE(row_of(rows, "lse"));
+      EXPECT_EQ(row_of(rows, "lse")->cells[0], "ok");
+      EXPECT_GT(std::strtod(row_of(rows, "lse")->cells[2].c_str(), nullptr), 1e-5) << "the LSE error is past the flat atol";
+    }
+  }
+}
+
+// The check above must be able to fail: a page that says "ok" beside a value past its limit, as
+// the old pages did, is caught by the same reading of the DOM.
+TEST(ReportHtml, TheDomCheckCatchesAnOkPastItsLimit) {
+  Broken b;
+  std::string page = to_html(b.judge_it(true));
+  // The first failing row (unwritten 1 > 0), relabelled "ok" in its attribute and its cell alike.
+  const std::string fail_cell = "data-status=\"FAIL\" class=\"bad\"><td class=\"fail\">FAIL</td>";
+  const size_t at = page.find(fail_cell);
+  ASSERT_NE(at, std::string::npos);
+  page.replace(at, fail_cell.size(), "data-status=\"ok\"><td class=\"pass\">ok</td>");
+  const auto dom = render_dom(page, "forged");
+  if (!dom) GTEST_SKIP() << "chromium is not installed (apt-get install chromium; .ci/run installs it): page not rendered";
+  const auto rows = flashcheck::testing::rows_with(*dom, "data-criterion");
+  bool caught = false;
+  for (const auto& row : rows) {
+    ::testing::TestPartResultArray failures;
+    {
+      ::testing::ScopedFakeTestPartResultReporter reporter(::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+      flashcheck::testing::expect_honest_row(row);
+    }
+    caught |= failures.size() > 0;
+  }
+  EXPECT_TRUE(caught) << "a forged ok beside a failing value went unnoticed";
 }
 
 TEST(ReportHtml, WithoutMapsThePageSaysSo) {

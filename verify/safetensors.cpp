@@ -60,8 +60,28 @@ std::vector<float> StTensor::to_f32(const std::string& name) const {
     case StDType::F32: decode(DType::f32, data.data(), n, out.data()); break;
     case StDType::F16: decode(DType::f16, data.data(), n, out.data()); break;
     case StDType::BF16: decode(DType::bf16, data.data(), n, out.data()); break;
+    case StDType::F8_E4M3: decode(DType::e4m3, data.data(), n, out.data()); break;
+    case StDType::F8_E5M2: decode(DType::e5m2, data.data(), n, out.data()); break;
     default:
-      throw SafetensorsError("tensor '" + name + "' has dtype " + to_string(dtype) + "; expected F32, F16 or BF16");
+      throw SafetensorsError("tensor '" + name + "' has dtype " + to_string(dtype) +
+                             "; expected F32, F16, BF16, F8_E4M3 or F8_E5M2");
+  }
+  return out;
+}
+
+std::vector<int64_t> StTensor::to_i64(const std::string& name) const {
+  const size_t n = static_cast<size_t>(numel());
+  std::vector<int64_t> out(n);
+  if (dtype == StDType::I32) {
+    for (size_t i = 0; i < n; ++i) {
+      int32_t x;
+      std::memcpy(&x, data.data() + 4 * i, 4);
+      out[i] = x;
+    }
+  } else if (dtype == StDType::I64) {
+    std::memcpy(out.data(), data.data(), 8 * n);
+  } else {
+    throw SafetensorsError("tensor '" + name + "' has dtype " + to_string(dtype) + "; expected I32 or I64");
   }
   return out;
 }
@@ -473,8 +493,42 @@ StDType to_st(DType d) {
     case DType::f32: return StDType::F32;
     case DType::f16: return StDType::F16;
     case DType::bf16: return StDType::BF16;
+    case DType::e4m3: return StDType::F8_E4M3;
+    case DType::e5m2: return StDType::F8_E5M2;
   }
   return StDType::F32;
+}
+
+std::optional<DType> from_st(StDType d) {
+  switch (d) {
+    case StDType::F32: return DType::f32;
+    case StDType::F16: return DType::f16;
+    case StDType::BF16: return DType::bf16;
+    case StDType::F8_E4M3: return DType::e4m3;
+    case StDType::F8_E5M2: return DType::e5m2;
+    default: return std::nullopt;
+  }
+}
+
+StTensor make_int_tensor(StDType dtype, std::vector<int64_t> shape, const std::vector<int64_t>& values) {
+  if (dtype != StDType::I32 && dtype != StDType::I64) throw SafetensorsError("make_int_tensor: dtype must be I32 or I64");
+  StTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  if (t.numel() != static_cast<int64_t>(values.size())) throw SafetensorsError("make_int_tensor: shape does not match values");
+  const size_t bytes = static_cast<size_t>(st_dtype_bytes(dtype));
+  t.data.resize(values.size() * bytes);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == StDType::I32) {
+      if (values[i] < INT32_MIN || values[i] > INT32_MAX)
+        throw SafetensorsError("make_int_tensor: " + std::to_string(values[i]) + " does not fit I32");
+      const int32_t x = static_cast<int32_t>(values[i]);
+      std::memcpy(t.data.data() + 4 * i, &x, 4);
+    } else {
+      std::memcpy(t.data.data() + 8 * i, &values[i], 8);
+    }
+  }
+  return t;
 }
 
 StTensor make_tensor(DType dtype, std::vector<int64_t> shape, const std::vector<float>& values) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,8 +34,12 @@ struct StTensor {
   std::vector<uint8_t> data;  // raw little-endian bytes
 
   int64_t numel() const;
-  // Widen F32/F16/BF16 (exactly) to fp32; throws SafetensorsError for other dtypes.
+  // Widen F32/F16/BF16 and the fp8 formats F8_E4M3/F8_E5M2 (exactly) to fp32; throws
+  // SafetensorsError for other dtypes.
   std::vector<float> to_f32(const std::string& name) const;
+  // The values of an I32 or I64 tensor (index tensors: cu_seqlens, block tables); throws
+  // SafetensorsError naming the tensor for any other dtype.
+  std::vector<int64_t> to_i64(const std::string& name) const;
 };
 
 struct SafetensorsFile {
@@ -58,6 +63,11 @@ void write_file_atomic(const std::filesystem::path& path, const std::vector<uint
 // Helpers: a tensor of `dtype` from fp32 values (rounded to nearest even), and DType mapping.
 StTensor make_tensor(DType dtype, std::vector<int64_t> shape, const std::vector<float>& values);
 StTensor make_f32_tensor(std::vector<int64_t> shape, const std::vector<float>& values);
+// An I32 or I64 tensor; throws SafetensorsError for another dtype or a value that does not fit it.
+StTensor make_int_tensor(StDType dtype, std::vector<int64_t> shape, const std::vector<int64_t>& values);
 StDType to_st(DType d);
+// The element type flashcheck computes with for a float dtype of a file (F32, F16, BF16, F8_E4M3,
+// F8_E5M2); nullopt for any other (integers, F64, BOOL).
+std::optional<DType> from_st(StDType d);
 
 }  // namespace flashcheck

@@ -99,6 +99,53 @@ TEST(Safetensors, WideningRefusesIntegerTensors) {
   EXPECT_THROW(t.to_f32("t"), SafetensorsError);
 }
 
+// fp8 inputs (problem model 2) travel as F8_E4M3 / F8_E5M2: every value representable in the
+// format comes back exactly, through the bytes a writer in any language would produce.
+TEST(Safetensors, Fp8TensorsRoundTripExactly) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(571));
+  std::normal_distribution<float> normal(0.f, 30.f);
+  for (DType d : {DType::e4m3, DType::e5m2}) {
+    std::vector<float> x(257);
+    for (float& v : x) v = round_to(d, std::clamp(normal(gen), -440.f, 440.f));
+    const StTensor t = make_tensor(d, {257}, x);
+    EXPECT_EQ(t.dtype, d == DType::e4m3 ? StDType::F8_E4M3 : StDType::F8_E5M2);
+    EXPECT_EQ(t.data.size(), x.size());  // one byte per element
+    SafetensorsFile f;
+    f.tensors["x"] = t;
+    const SafetensorsFile g = parse_safetensors(serialize_safetensors(f));
+    EXPECT_EQ(g.tensors.at("x").to_f32("x"), x) << to_string(d);
+    EXPECT_EQ(from_st(g.tensors.at("x").dtype), d);
+  }
+  EXPECT_EQ(from_st(StDType::I32), std::nullopt);
+  EXPECT_EQ(from_st(StDType::F64), std::nullopt);
+}
+
+// Index tensors (cu_seqlens, block tables, cache lengths) are I32 or I64, read back as int64.
+TEST(Safetensors, IntegerTensorsRoundTrip) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(572));
+  for (StDType d : {StDType::I32, StDType::I64}) {
+    const int64_t lim = d == StDType::I32 ? INT32_MAX : INT64_MAX;
+    std::uniform_int_distribution<int64_t> pick(-lim, lim);
+    std::vector<int64_t> x(37);
+    for (auto& v : x) v = pick(gen);
+    x[0] = d == StDType::I32 ? INT32_MIN : INT64_MIN;
+    SafetensorsFile f;
+    f.tensors["t"] = make_int_tensor(d, {37}, x);
+    const SafetensorsFile g = parse_safetensors(serialize_safetensors(f));
+    EXPECT_EQ(g.tensors.at("t").dtype, d);
+    EXPECT_EQ(g.tensors.at("t").to_i64("t"), x);
+    EXPECT_THROW(g.tensors.at("t").to_f32("t"), SafetensorsError);
+  }
+  EXPECT_THROW(make_int_tensor(StDType::I32, {1}, {int64_t{1} << 31}), SafetensorsError);
+  EXPECT_THROW(make_int_tensor(StDType::F32, {1}, {1}), SafetensorsError);
+  try {
+    make_f32_tensor({1}, {1.f}).to_i64("cu_seqlens_q");
+    ADD_FAILURE() << "an F32 tensor was read as integers";
+  } catch (const SafetensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("'cu_seqlens_q' has dtype F32; expected I32 or I64"), std::string::npos) << e.what();
+  }
+}
+
 // A fresh folder per test (tests of one binary may run in parallel under ctest).
 std::filesystem::path scratch(const std::string& what) {
   auto dir = std::filesystem::temp_directory_path() /

@@ -15,6 +15,10 @@
 #include "gpu/mma_f16/mma.cuh"
 #include "gpu/mma_f16/softmax.cuh"
 #include "gpu/mma_f16/tile_size.h"
+#ifdef FLASHCHECK_PERTURB
+#include "gpu/common/perturb.cuh"
+#include "gpu/common/perturb_host.h"
+#endif
 
 namespace flashcheck::kernels {
 
@@ -63,6 +67,12 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
   uint16_t* sV = sK + T::kStages * BN * D;  // [stage][BN][D]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#ifdef FLASHCHECK_PERTURB
+  // The perturbed build (gpu/common/perturb.h): seeded per-warp sleeps where one warp's lead over
+  // another opens a window (reading a stage while another warp refills it), and each stage
+  // poisoned once every warp has read it, so a read of it before its refill landed reads NaN.
+  if (tid == 0) perturb::init(p.perturb);  // seen by all after the first __syncthreads below
+#endif
   // Causal blocks near the bottom of the sequence do the most work: launch them first.
   const int q_tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int q0 = q_tile * BM, h = blockIdx.y, b = blockIdx.z;
@@ -129,6 +139,9 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
       cp_async_wait<0>();
     }
     __syncthreads();
+#ifdef FLASHCHECK_PERTURB
+    perturb::delay_warp(perturb::kSiteFull, 4000);
+#endif
     const uint32_t k_base = smem_u32(sK + (t & 1) * BN * D) + k_lane;
     const uint32_t v_base = smem_u32(sV + (t & 1) * BN * D) + v_lane;
     const int k0 = t * BN;
@@ -190,6 +203,9 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
         }
       }
     }
+#ifdef FLASHCHECK_PERTURB
+    perturb::delay_warp(perturb::kSiteWarp, 4000);
+#endif
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       // The accumulator layout of two n8 tiles is the A-operand layout of one k16 slice.
@@ -212,7 +228,21 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
         }
       }
     }
+#ifdef FLASHCHECK_PERTURB
+    perturb::delay_warp(perturb::kSiteTurn, 4000);
+#endif
     __syncthreads();  // the stage just read is the next prefetch's destination
+#ifdef FLASHCHECK_PERTURB
+    if (perturb::on(perturb::kPoison)) {  // uniform: every thread reads the same switch
+      uint16_t* const stage_k = sK + (t & 1) * BN * D;
+      uint16_t* const stage_v = sV + (t & 1) * BN * D;
+      for (int i = tid; i < BN * D / 8; i += T::kThreads) {
+        perturb::poison16(stage_k + 8 * i);
+        perturb::poison16(stage_v + 8 * i);
+      }
+      __syncthreads();  // the poison lands before the prefetch that refills this stage is issued
+    }
+#endif
   }
 
   // A block whose rows see no key at all ran no iteration: its Q copy may still be landing in the
@@ -253,7 +283,16 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
 template <int D, bool kBf16>
 void launch(const FwdParams& p, void* s) {
   using T = MmaF16Traits<D>;
-  launch_fwd(mma_f16_kernel<D, kBf16>, "mma_f16_kernel", T::kBlockM, T::kThreads, T::kSmemBytes, p, s);
+#ifndef FLASHCHECK_PERTURB
+  launch_fwd(mma_f16_kernel<D, kBf16>, "mma_f16_kernel", T::kBlockM, T::kThreads, T::kSmemBytes, p, s, T::kBlockN);
+#else
+  // The perturbed build: its state area after the tiles, its settings in the parameters.
+  FwdParams pp = p;
+  pp.perturb = perturb::begin(p, static_cast<cudaStream_t>(s));
+  launch_fwd(mma_f16_kernel<D, kBf16>, "mma_f16_kernel (perturbed build)", T::kBlockM, T::kThreads,
+             T::kSmemBytes + perturb::kExtraSmem, pp, s, T::kBlockN);
+  perturb::end(pp.perturb, static_cast<cudaStream_t>(s), "mma_f16");
+#endif
 }
 
 void launch_mma_f16(const FwdParams& p, bool bf16, void* stream) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# GPU validation in one call, building nothing: the GPU test suite, a campaign per device variant,
-# compute-sanitizer memcheck and racecheck on small problems, load and big-tensor campaigns, the
-# 100-run determinism check and the benchmark. Logs go to $OUT (or ./device-out); the last lines are a summary table.
+# GPU validation in one call, building nothing: the GPU test suite and the declaration checks, a
+# campaign per device variant, compute-sanitizer memcheck and racecheck on small problems, load and
+# big-tensor campaigns, the 100-run determinism check, the perturbed build's campaigns (when built
+# with -DFLASHCHECK_PERTURB=ON) and the benchmark. Logs go to $OUT (or ./device-out); the last lines are a summary table.
 #
 #   gpu/scripts/device_check.sh BUILD_DIR [CASES] [SEED]
 set -u
@@ -47,6 +48,11 @@ for k in json.load(sys.stdin):
 echo "device variants: $variants; campaign seed $seed"
 
 step "gpu test suite" gpu_tests.log "$build/runner/gpu_variants_test"
+# Declarations (issue #21 item 9): every kernel's Capabilities against gpu/capabilities.json, and the
+# tile each GPU kernel launches against the one it declares.
+for t in capabilities_snapshot_test launched_tile_test; do
+  [ -x "$build/runner/$t" ] && step "$t" "$t.log" env FLASHCHECK_CAPABILITIES_FILE=gpu/capabilities.json "$build/runner/$t"
+done
 for v in $variants; do
   n_var="CASES_$v"; n=${!n_var:-$cases}  # e.g. CASES_mma_f16=4000: ~2000 per dtype it declares
   step "campaign $v ($n cases)" "campaign_$v.log" "$fc" run --kernel "$v" --cases "$n" --seed "$seed" \
@@ -76,6 +82,29 @@ for v in $variants; do
   step "determinism $v (100 runs)" "determinism_$v.log" "$fc" determinism --kernel "$v" --runs 100 \
     --problem "${DET_PROBLEM:-b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right}"
 done
+# The perturbed build (configured with -DFLASHCHECK_PERTURB=ON: build/flashcheck_perturbed.so, race
+# instrumentation, gpu/common/perturb.h): the same kernels must pass a campaign and a load campaign
+# under several seeds (zero false alarms), where an async-proxy race (a slot released before its
+# wgmma completed, a dropped wgmma wait) fails (gpu/scripts/DETECTION.md).
+perturbed="$build/flashcheck_perturbed.so"
+if [ -f "$perturbed" ]; then
+  pvariants=$("$fc" list --plugin "$perturbed" --json - | python3 -c '
+import json, sys
+for k in json.load(sys.stdin):
+    if k["available"]:
+        print(k["name"])
+')
+  for v in $pvariants; do
+    for s in ${PERTURB_SEEDS:-1 2 3}; do
+      step "perturbed campaign $v (seed $s)" "perturbed_$v.log" env FLASHCHECK_PERTURB_SEED="$s" "$fc" run \
+        --plugin "$perturbed" --kernel "$v" --cases "${PERTURB_CASES:-300}" --seed "$s" --max-seq 1100
+      step "perturbed load campaign $v (seed $s)" "perturbed_load_$v.log" env FLASHCHECK_PERTURB_SEED="$s" "$fc" run \
+        --plugin "$perturbed" --kernel "$v" --load --cases "${PERTURB_LOAD_CASES:-6}" --seed "$s"
+    done
+  done
+else
+  note "perturbed build: not built ($perturbed; configure with -DFLASHCHECK_PERTURB=ON)"
+fi
 if [ -n "${BENCH_SHAPES:-}" ]; then
   args=()
   while IFS= read -r s; do [ -n "$s" ] && args+=(--shape "$s"); done <<<"$BENCH_SHAPES"

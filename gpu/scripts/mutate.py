@@ -108,7 +108,41 @@ def classify(text):
         for k in range(m.start(), end):
             if cls[k] == "c":
                 cls[k] = "x"
+    instrumentation_only(text, cls)
     return "".join(cls)
+
+
+PERTURB_MACRO = "FLASHCHECK_PERTURB"
+
+
+def instrumentation_only(text, cls):
+    """Code compiled only into the perturbed build (`#ifdef FLASHCHECK_PERTURB`, `#if
+    defined(FLASHCHECK_PERTURB)`, the `#else` of `#ifndef FLASHCHECK_PERTURB`) is instrumentation,
+    not the kernel: its mutants would be equivalent in the normal build and would break the checker
+    in the perturbed one. Marked x (left alone), in place."""
+    stack = []  # per open #if: None (another condition), or True/False = "this branch is perturbed-only"
+    pos = 0
+    for line in text.split("\n"):
+        end = pos + len(line)
+        hash_at = pos + len(line) - len(line.lstrip())
+        d = re.match(r"\s*#\s*(ifdef|ifndef|if|elif|else|endif)\b(.*)", line) \
+            if line.lstrip().startswith("#") and cls[hash_at] == "p" else None
+        if d:
+            kw, rest = d.group(1), d.group(2)
+            mentions = re.search(r"\b%s\b" % PERTURB_MACRO, rest) is not None
+            if kw in ("ifdef", "if"):
+                stack.append(True if mentions and (kw == "ifdef" or re.fullmatch(r"\s*defined\s*\(?\s*%s\s*\)?\s*(//.*)?" % PERTURB_MACRO, rest)) else None)
+            elif kw == "ifndef":
+                stack.append(False if mentions else None)
+            elif kw in ("else", "elif") and stack and stack[-1] is not None:
+                stack[-1] = not stack[-1]
+            elif kw == "endif" and stack:
+                stack.pop()
+        elif any(stack):
+            for k in range(pos, min(end, len(cls))):
+                if cls[k] == "c":
+                    cls[k] = "x"
+        pos = end + 1
 
 
 def match_paren(text, cls, open_pos):
@@ -283,6 +317,11 @@ def op_wait(text, cls):
     for m in code_matches(r"\b(\w*wait\w*\s*(?:<\s*\d+\s*>)?\s*\([^()\n]*\))\s*;", text, cls):
         if "cp_async" in m.group(1) or "pipeline" in m.group(1) or "wait_group" in m.group(1) or "wait_all" in m.group(1):
             yield m.start(), m.end(), "", "`%s` removed" % m.group(1)
+        elif "warpgroup" in m.group(1) or text.endswith("wgmma::", 0, m.start()):
+            # wgmma.wait_group behind a wrapper (`wgmma::wait<N>()`, CUTLASS's warpgroup_wait<N>()):
+            # the qualifier goes with the call.
+            start = m.start() - (len("wgmma::") if text.endswith("wgmma::", 0, m.start()) else 0)
+            yield start, m.end(), "", "`%s` removed" % text[start:m.end() - 1].rstrip()
     for m in code_matches(r"cp\.async(?:\.bulk)?\.wait_group(?:\.read)?\s+(\d+)", text, cls, kind="s"):
         n = int(m.group(1))
         yield m.start(1), m.end(1), str(n + 1), "PTX `%s` -> wait_group %d (shallower)" % (m.group(0), n + 1)
@@ -449,6 +488,44 @@ def op_idx(text, cls):
 def op_inf(text, cls):
     for m in code_matches(r"-\s*INFINITY\b", text, cls):
         yield m.start(), m.end(), "-1073741824.0f", "`-INFINITY` -> `-2^30`"
+
+
+# A wgmma wait: `wgmma::wait<N>()`, `warpgroup_wait<N>()`, or the PTX itself.
+WGMMA_WAIT = re.compile(r"(?:\bwgmma::\w*wait\w*|\bwarpgroup_wait\w*)\s*<\s*\d+\s*>\s*\(\s*\)\s*;|wgmma\.wait_group")
+# A consumer's release of a ring slot: an mbarrier arrival on an `empty` barrier, or a pipeline's
+# consumer_release.
+SLOT_RELEASE = re.compile(r"\b[\w:.>-]*(?:arrive\w*\s*\([^;\n]*empty[^;\n]*\)|consumer_release\s*\([^;\n]*\))\s*;")
+
+
+@operator("REL", "slot release moved above the wgmma wait(s) before it in its block: the producer may "
+                 "refill the slot while the wgmma reading it still runs (async-proxy race)")
+def op_rel(text, cls):
+    lines = text.split("\n")
+    starts = []
+    pos = 0
+    for l in lines:
+        starts.append(pos)
+        pos += len(l) + 1
+
+    def code_of(i):
+        return "".join(ch if cls[starts[i] + k] in "cx" else " " for k, ch in enumerate(lines[i]))
+
+    for i, line in enumerate(lines):
+        m = SLOT_RELEASE.search(line)
+        if not m or not all_class(cls, starts[i] + m.start(), starts[i] + m.end()) or line[:m.start()].strip():
+            continue
+        # Walking up the statements of the release's own block, stopping at its opening brace and at
+        # any nested block (a loop or branch in between: moving across it is not this fault).
+        waits = []
+        for j in range(i - 1, -1, -1):
+            code = code_of(j)
+            if "{" in code or "}" in code or len(waits) == 2:
+                break
+            if WGMMA_WAIT.search(lines[j] if "wgmma.wait_group" in lines[j] else code):
+                waits.append(j)
+        for j in waits:
+            moved = line + "\n" + text[starts[j]:starts[i]]
+            yield starts[j], starts[i] + len(line) + 1, moved, "`%s` moved above `%s`" % (line.strip(), lines[j].strip())
 
 
 @operator("COND", "if condition forced: if (c) -> if (false) / if (true)")
@@ -633,10 +710,16 @@ def plan_build_tus(root, base, kernel_dir):
         entries = json.load(f)
     kd = os.path.realpath(os.path.join(root, kernel_dir)) + os.sep
     tus = []
+    seen = set()
     for e in entries:
         src = os.path.realpath(os.path.join(e["directory"], e["file"]))
         if src.startswith(kd):
             args = tu_args(e)
+            # A base configured with -DFLASHCHECK_PERTURB=ON compiles the kernel twice: the normal
+            # objects are the kernel's (--perturb adds the define to them itself).
+            if any(a.startswith("-DFLASHCHECK_PERTURB") for a in args) or src in seen:
+                continue
+            seen.add(src)
             out = e.get("output")
             if not out:
                 out = args[args.index("-o") + 1]
@@ -734,13 +817,16 @@ def cuda_lib_dir(tus):
     return None
 
 
-def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cudart="shared", jobs=2):
+def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cudart="shared", jobs=2, defines=()):
     """A BuildPlan whose 'link' makes WORK/_module/<kernel>.so from base objects compiled here (the
     unmutated module, also the baseline), so build_one swaps in a mutant's objects exactly as it
-    does for a flashcheck binary."""
+    does for a flashcheck binary. `defines` (NAME or NAME=VALUE) are added to every compile: the
+    perturbed build is `FLASHCHECK_PERTURB=1` (gpu/common/perturb.h)."""
     root = os.path.realpath(root)
     work = os.path.realpath(work)
     kplan = plan_build_tus(root, base, kernel_dir)
+    for t in kplan:
+        t["args"] = t["args"][:1] + ["-D" + d for d in defines] + t["args"][1:]
     cxx = next((t for t in kplan if not is_nvcc(t["args"])), None)
     if cxx is None:
         raise SystemExit("mutate.py: --plugin needs a C++ translation unit in %s (its register.cpp) to take the "
@@ -939,10 +1025,12 @@ def save_catalogue(work, mutants, args):
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "mutants.json")
     old = read_json(path) or {"mutants": []}
+    perturb = check_work_kind(work, args)
     by_id = {m["id"]: m for m in old["mutants"]}
     for m in mutants:
         by_id[m.id] = asdict(m)
-    write_json(path, {"kernel_dir": args.kernel_dir, "also": args.also or [], "mutants": list(by_id.values())})
+    write_json(path, {"kernel_dir": args.kernel_dir, "also": args.also or [], "perturb": perturb,
+                      "mutants": list(by_id.values())})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1172,11 +1260,26 @@ def selected(args):
     return enumerate_mutants(source_root(args), args.kernel_dir, args.also, ops, args.sample, args.sample_seed, ids)
 
 
+def check_work_kind(work, args):
+    """Built objects are reused by id: perturbed and plain mutants must not share a work folder."""
+    perturb = bool(getattr(args, "perturb", False))
+    old = read_json(os.path.join(work, "mutants.json")) or {"mutants": []}
+    if old["mutants"] and bool(old.get("perturb", False)) != perturb:
+        raise SystemExit("mutate.py: %s holds %s mutants; use another --work for %s ones" %
+                         (work, "perturbed" if old.get("perturb") else "plain", "perturbed" if perturb else "plain"))
+    return perturb
+
+
 def make_plan(root, args):
+    check_work_kind(args.work, args)
+    if args.perturb and not args.plugin:
+        # A flashcheck relinked with perturbed kernel objects would mix two layouts of FwdParams
+        # (the perturbed one has a field more) across inline functions the kernels share.
+        raise SystemExit("mutate.py: --perturb builds plugin modules only: add --plugin")
     if not args.plugin:
         return plan_build(root, args.base, args.target, args.kernel_dir)
     plan = plan_plugin(root, args.base, args.kernel_dir, args.work, args.plugin_arch, args.plugin_suffix, args.cudart,
-                       args.jobs)
+                       args.jobs, ["FLASHCHECK_PERTURB=1"] if args.perturb else [])
     # The unmutated module is the baseline: every check must pass on it before a mutant is scored.
     if getattr(args, "check", None) and not args.baseline:
         args.baseline = os.path.join(plan.link_cwd, plan.target)
@@ -1371,6 +1474,64 @@ int body(int n, int* out, float* f) {
 }
 '''
 
+# The async-race class (REL, wgmma WAIT) and the perturbed build's code, which is never mutated.
+TOY_ASYNC = r'''__device__ void consume(int n) {
+  for (int t = 0; t < n; ++t) {
+    gemm();
+    wgmma::commit();
+    wgmma::wait<1>();
+    sync::mbar_arrive(sm.k_empty(t));
+    work();
+    wgmma::wait<0>();
+    sync::mbar_arrive(sm.v_empty(t));
+  }
+  wgmma::wait<0>();
+  pipeline.consumer_release(state);
+#ifdef FLASHCHECK_PERTURB
+  if (n < 3) perturb::on_use(1);
+#else
+  int x = a < b;
+#endif
+#ifndef FLASHCHECK_PERTURB
+  int y = c < d;
+#else
+  int z = e < f;
+#endif
+}
+'''
+
+
+def selftest_async(tmp, check):
+    os.makedirs(os.path.join(tmp, "toy_async"))
+    with open(os.path.join(tmp, "toy_async", "a.cuh"), "w") as f:
+        f.write(TOY_ASYNC)
+    ms = enumerate_mutants(tmp, "toy_async", ops=list(OPERATORS))
+    by_op = {}
+    for m in ms:
+        by_op.setdefault(m.op, []).append(m)
+    rel = sorted(m.description for m in by_op.get("REL", []))
+    check(rel == sorted(["`sync::mbar_arrive(sm.k_empty(t));` moved above `wgmma::wait<1>();`",
+                         "`sync::mbar_arrive(sm.v_empty(t));` moved above `wgmma::wait<0>();`",
+                         "`sync::mbar_arrive(sm.v_empty(t));` moved above `wgmma::wait<1>();`",
+                         "`pipeline.consumer_release(state);` moved above `wgmma::wait<0>();`"]), "REL mutants: %s" % rel)
+    m = [x for x in by_op["REL"] if "k_empty" in x.description][0]
+    out = apply_mutant(TOY_ASYNC, m)
+    check("    sync::mbar_arrive(sm.k_empty(t));\n    wgmma::wait<1>();\n    work();" in out, "REL moves the line:\n" + out)
+    check(out.count("\n") == TOY_ASYNC.count("\n") and sorted(out.split("\n")) == sorted(TOY_ASYNC.split("\n")),
+          "REL only reorders lines")
+    waits = sorted(m.description for m in by_op.get("WAIT", []))
+    check(waits == sorted(["`wait<1>` -> `wait<2>` (shallower)", "`wait<0>` -> `wait<1>` (shallower)",
+                           "`wait<0>` -> `wait<1>` (shallower)", "`wgmma::wait<1>()` removed",
+                           "`wgmma::wait<0>()` removed", "`wgmma::wait<0>()` removed"]), "wgmma WAIT mutants: %s" % waits)
+    removed = [x for x in by_op["WAIT"] if x.description == "`wgmma::wait<1>()` removed"][0]
+    check("wgmma::wait<1>" not in apply_mutant(TOY_ASYNC, removed) and "  \n" in apply_mutant(TOY_ASYNC, removed),
+          "the qualifier goes with the removed wait")
+    # Instrumentation (#ifdef FLASHCHECK_PERTURB, the #else of #ifndef) is left alone; the normal
+    # build's branches are mutated.
+    ror = sorted(m.description + "@" + str(m.line) for m in by_op.get("ROR", []))
+    check([r.split("@")[1] for r in ror] == ["16", "19", "2"], "ROR only on lines 2, 16, 19: %s" % ror)
+    check("COND" not in by_op, "no COND inside #ifdef FLASHCHECK_PERTURB: %s" % by_op.get("COND"))
+
 
 def selftest(flashcheck_build=None):
     failures = []
@@ -1471,6 +1632,7 @@ def selftest(flashcheck_build=None):
         buf = io.StringIO()
         print_report(rep, out=buf)
         check("3 / 4 = 75.0%" in buf.getvalue() and ms[1].id in buf.getvalue(), "printed report:\n" + buf.getvalue())
+        selftest_async(tmp, check)
         # build: a toy CMake project where the "kernel" is one library object; the mutants relink
         # the executable with only their object recompiled.
         if shutil.which("cmake") and shutil.which("cc"):
@@ -1614,6 +1776,9 @@ def main(argv=None):
         sp.add_argument("--plugin-arch", default="90a", help="with --plugin: the one CUDA arch compiled (default 90a)")
         sp.add_argument("--plugin-suffix", default=".mutant",
                         help="with --plugin: appended to the kernel's name (default .mutant: mma_f16.mutant)")
+        sp.add_argument("--perturb", action="store_true",
+                        help="with --plugin: build against the perturbed build (-DFLASHCHECK_PERTURB=1 on every "
+                             "compile: race instrumentation, gpu/common/perturb.h); use its own --work folder")
         sp.add_argument("--cudart", choices=("shared", "static"), default="shared",
                         help="with --plugin: link the CUDA runtime shared (libcudart.so beside flashcheck or on the "
                              "library path; smallest) or static (self-contained, ~1 MB more per mutant)")

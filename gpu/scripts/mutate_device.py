@@ -215,9 +215,17 @@ def cmd_run(args):
     man = mutate.read_json(os.path.join(dest, "manifest.json"))
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
-    log("unpacked %s in %.1fs: %s; -j %d, deadline %ds (hard %ds), timeout %ds per check, OMP_NUM_THREADS=%s" %
+    for e in args.env or []:
+        # e.g. FLASHCHECK_PERTURB_SEED=7 for perturbed modules (gpu/common/perturb_host.h): the
+        # kernel workers inherit flashcheck's environment.
+        name, eq, value = e.partition("=")
+        if not eq or not name:
+            raise SystemExit("mutate_device.py: --env wants NAME=VALUE, got %r" % e[:40])
+        env[name] = value
+    log("unpacked %s in %.1fs: %s; -j %d, deadline %ds (hard %ds), timeout %ds per check, OMP_NUM_THREADS=%s%s" %
         (args.pack, time.time() - clock.t0, ", ".join("%s %d mutants" % (k["name"], k["mutants"]) for k in man["kernels"]),
-         args.jobs, args.deadline, args.hard_deadline, args.timeout, env["OMP_NUM_THREADS"]))
+         args.jobs, args.deadline, args.hard_deadline, args.timeout, env["OMP_NUM_THREADS"],
+         "".join(" " + e for e in args.env or [])))
     kernels = []
     for k in man["kernels"]:
         if args.kernel and k["name"] not in args.kernel:
@@ -334,6 +342,8 @@ def main(argv=None):
     sp.add_argument("--dest", default="/tmp/fc_mutants", help="where the pack is unpacked")
     sp.add_argument("--out", default=os.environ.get("OUT", "mutation-out"))
     sp.add_argument("--kernel", action="append", help="only these kernels of the pack")
+    sp.add_argument("--env", action="append", help="NAME=VALUE set for every check (e.g. FLASHCHECK_PERTURB_SEED=7, "
+                    "FLASHCHECK_PERTURB=poison,stretch,delay for perturbed modules)")
     sp.add_argument("-j", "--jobs", type=int, default=6, help="mutants checked at once (they share the GPU)")
     sp.add_argument("--timeout", type=float, default=60,
                     help="seconds per check (at least 4x the unmutated module's); past it the mutant is killed (a hang)")

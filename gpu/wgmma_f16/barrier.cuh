@@ -4,6 +4,10 @@
 #pragma once
 #include <cstdint>
 
+#ifdef FLASHCHECK_PERTURB
+#include "gpu/common/perturb.cuh"  // the perturbed build checks every release against the wgmma groups
+#endif
+
 namespace flashcheck::kernels::sync {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
@@ -26,6 +30,9 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 }
 // A consumer's arrival (release: its earlier reads of the slot are ordered before the arrival).
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+#ifdef FLASHCHECK_PERTURB
+  kernels::perturb::on_arrive(bar);
+#endif
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {

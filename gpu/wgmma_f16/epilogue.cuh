@@ -24,6 +24,9 @@ __device__ __forceinline__ void wgmma_epilogue(const WgmmaSmem<T>& sm, const Fwd
   const int row_wg = q0 + 64 * cw;
   const size_t bh = static_cast<size_t>(b) * p.heads_q + h;
   float* lse = p.lse ? p.lse + bh * p.seq_q : nullptr;
+#ifdef FLASHCHECK_PERTURB
+  perturb::on_access(perturb::kResO);
+#endif
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const float lt = softmax::quad_sum(st.l[hf]);

@@ -11,6 +11,9 @@
 #include "gpu/wgmma_f16/softmax.cuh"
 #include "gpu/wgmma_f16/tma.cuh"
 #include "gpu/wgmma_f16/wgmma.cuh"
+#ifdef FLASHCHECK_PERTURB
+#include "gpu/wgmma_f16/perturb.cuh"
+#endif
 
 namespace flashcheck::kernels {
 
@@ -39,12 +42,21 @@ __device__ __forceinline__ void wgmma_produce(const WgmmaSmem<T>& sm, const CUte
   for (int t = 0; t < n_tiles; ++t) {
     const int k0 = t * T::kBlockN;
     // Phase `round - 1` of the empty barrier completes when the consumers release tile t − kStages.
+#ifdef FLASHCHECK_PERTURB
+    perturb::delay_thread(perturb::kSiteProducer, 2000);
+#endif
     if (round > 0) sync::mbar_wait(sm.k_empty(stage), (round - 1) & 1);
+#ifdef FLASHCHECK_PERTURB
+    if (round > 0) perturb::poison_k<T>(sm, stage);
+#endif
     sync::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(T::kKBytes));
 #pragma unroll
     for (int j = 0; j < T::kQBlocks; ++j)
       tma::load_4d(sm.k(stage) + j * T::kKVBlockBytes, mk, sm.k_full(stage), 64 * j, k0, hk, b);
     if (round > 0) sync::mbar_wait(sm.v_empty(stage), (round - 1) & 1);
+#ifdef FLASHCHECK_PERTURB
+    if (round > 0) perturb::poison_v<T>(sm, stage);
+#endif
     sync::mbar_arrive_expect_tx(sm.v_full(stage), static_cast<uint32_t>(T::kVBytes));
 #pragma unroll
     for (int j = 0; j < T::kVBlocks; ++j)
@@ -59,6 +71,11 @@ __device__ __forceinline__ void wgmma_produce(const WgmmaSmem<T>& sm, const CUte
 // slice ks is 32·(ks % 4) bytes into column block ks / 4 of both Q and K. The first overwrites S.
 template <class T, bool kBf16>
 __device__ __forceinline__ void gemm_qk(float (&s)[T::kSRegs], uint64_t desc_q, uint64_t desc_k) {
+#ifdef FLASHCHECK_PERTURB
+  perturb::stretch_qk<T, kBf16>(s, desc_q, desc_k);
+  perturb::on_use(perturb::kResS);
+  perturb::on_use_smem(perturb::desc_addr(desc_k));
+#endif
 #pragma unroll
   for (int ks = 0; ks < T::kHeadDimQK / 16; ++ks)
     wgmma::WgmmaOp<T::kBlockN, kBf16>::ss(s, wgmma::desc_add(desc_q, (ks / 4) * T::kQBlockBytes + (ks % 4) * 32),
@@ -69,6 +86,11 @@ __device__ __forceinline__ void gemm_qk(float (&s)[T::kSRegs], uint64_t desc_q, 
 // bytes further into every column block.
 template <class T, bool kBf16>
 __device__ __forceinline__ void gemm_pv(float (&o)[T::kORegs], const uint32_t (&p)[T::kPRegs], uint64_t desc_v) {
+#ifdef FLASHCHECK_PERTURB
+  perturb::on_use(perturb::kResO);
+  perturb::on_use(perturb::kResP);
+  perturb::on_use_smem(perturb::desc_addr(desc_v));
+#endif
 #pragma unroll
   for (int kk = 0; kk < T::kBlockN / 16; ++kk)
     wgmma::WgmmaOp<T::kHeadDimV, kBf16>::rs(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
@@ -129,6 +151,9 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const FwdP
   // S of tile t is ready in s: mask it if any row of the warpgroup can't see all its keys, then
   // turn it into probabilities.
   auto softmax_tile = [&](int t) {
+#ifdef FLASHCHECK_PERTURB
+    perturb::on_access(perturb::kResS);
+#endif
     if (t * BN + BN > kv_all) softmax::mask(s, t * BN, n_vis, lane);
     softmax::online(s, st.m, st.l, corr, sl2);
   };
@@ -138,6 +163,9 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const FwdP
   // Each issues n_tiles + 1 times; the last warpgroup opens with one extra hand-over so that 0 goes
   // first, and skips its final one (nobody waits for it), so every barrier phase completes.
   auto turn_wait = [&] {
+#ifdef FLASHCHECK_PERTURB
+    perturb::delay_warp(perturb::kSiteTurn, 3000);
+#endif
     if constexpr (kTurns) sync::named_sync(kBarTurn + cw, 256);
   };
   auto turn_pass = [&](bool last) {

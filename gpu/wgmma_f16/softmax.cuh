@@ -11,6 +11,10 @@
 #include <cmath>
 #include <cstdint>
 
+#ifdef FLASHCHECK_PERTURB
+#include "gpu/common/perturb.cuh"  // P and O are wgmma operands: the tracker checks every access
+#endif
+
 namespace flashcheck::kernels::softmax {
 
 __device__ __forceinline__ float quad_max(float x) {
@@ -89,6 +93,9 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // input type: p[4k + i] = (s[8k + 2i], s[8k + 2i + 1]) (see wgmma.cuh for why no shuffle is needed).
 template <bool kBf16, int kRegs>
 __device__ __forceinline__ void to_a_fragments(const float (&s)[kRegs], uint32_t (&p)[kRegs / 2]) {
+#ifdef FLASHCHECK_PERTURB
+  perturb::on_access(perturb::kResP);
+#endif
 #pragma unroll
   for (int i = 0; i < kRegs / 2; ++i) p[i] = pack2<kBf16>(s[2 * i], s[2 * i + 1]);
 }
@@ -96,6 +103,9 @@ __device__ __forceinline__ void to_a_fragments(const float (&s)[kRegs], uint32_t
 // O *= corr per row.
 template <int kRegs>
 __device__ __forceinline__ void rescale(float (&o)[kRegs], const float (&corr)[2]) {
+#ifdef FLASHCHECK_PERTURB
+  perturb::on_access(perturb::kResO);
+#endif
 #pragma unroll
   for (int j = 0; j < kRegs / 4; ++j) {
     o[4 * j + 0] *= corr[0];

@@ -12,6 +12,10 @@
 #pragma once
 #include <cstdint>
 
+#ifdef FLASHCHECK_PERTURB
+#include "gpu/common/perturb.cuh"  // the perturbed build's group tracker sees every commit and wait
+#endif
+
 namespace flashcheck::kernels::wgmma {
 
 #include "gpu/wgmma_f16/wgmma_ops.inc"
@@ -40,11 +44,19 @@ __device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) { re
 // Orders this thread's register writes (accumulators, A fragments) before the wgmma that reads
 // them; required before the first wgmma of a batch.
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#ifdef FLASHCHECK_PERTURB
+  perturb::on_commit();
+#endif
+}
 // Waits until at most N committed groups of this warpgroup are still pending.
 template <int N>
 __device__ __forceinline__ void wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#ifdef FLASHCHECK_PERTURB
+  perturb::on_wait(N);
+#endif
 }
 
 // The compiler sees a wgmma's accumulators as written when the instruction is issued, not when

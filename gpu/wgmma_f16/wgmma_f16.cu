@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gpu/common/launched_tile.h"
 #include "gpu/common/mask.cuh"
 #include "gpu/common/params.h"
 #include "gpu/common/cuda_check.h"
@@ -22,6 +23,10 @@
 #include "gpu/wgmma_f16/smem.cuh"
 #include "gpu/wgmma_f16/tile_size.h"
 #include "gpu/wgmma_f16/tma.cuh"
+#ifdef FLASHCHECK_PERTURB
+#include "gpu/common/perturb_host.h"
+#include "gpu/wgmma_f16/perturb.cuh"
+#endif
 
 namespace flashcheck::kernels {
 
@@ -53,6 +58,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       sync::mbar_init(sm.v_empty(s), T::kConsumerWGs * 128);
     }
     sync::mbar_init_fence();
+#ifdef FLASHCHECK_PERTURB
+    perturb::init_wgmma(sm, p.perturb);
+#endif
   }
   __syncthreads();
 
@@ -66,6 +74,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     RowState<T> st;
     wgmma_consume<T, kBf16, kSched>(sm, p, cw, q0, n_tiles, warp, lane, st);
     wgmma_epilogue<T, kBf16>(sm, p, st, cw, q0, h, b, warp, lane, tid_wg);
+#ifdef FLASHCHECK_PERTURB
+    perturb::flush();
+#endif
   }
 }
 
@@ -77,11 +88,27 @@ void launch_t(const FwdParams& p, cudaStream_t stream) {
   const CUtensorMap mk = tma::make_map_bhsd(p.k, kBf16, p.batch, p.heads_kv, p.seq_kv, T::kHeadDimQK, T::kBlockN);
   const CUtensorMap mv = tma::make_map_bhsd(p.v, kBf16, p.batch, p.heads_kv, p.seq_kv, T::kHeadDimV, T::kBlockN);
   auto* kernel = wgmma_f16_kernel<T, kBf16, kSched>;
+#ifndef FLASHCHECK_PERTURB
   FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmemBytes)));
+#endif
   const dim3 grid(static_cast<unsigned>((p.seq_q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(p.heads_q),
                   static_cast<unsigned>(p.batch));
+#ifndef FLASHCHECK_PERTURB
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(mq, mk, mv, p);
   FC_CHECK_LAUNCH("wgmma_f16_kernel");
+#else
+  // The perturbed build: its state area after the kernel's shared memory, its settings in the
+  // parameters, and the tracker's report read back (a violation throws, failing the case).
+  constexpr unsigned kSmem = T::kSmemBytes + perturb::kExtraSmem;
+  static_assert(kSmem <= 227 * 1024, "the perturbed build's state area fits beside the kernel's shared memory");
+  FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+  FwdParams pp = p;
+  pp.perturb = perturb::begin(p, stream);
+  kernel<<<grid, T::kThreads, kSmem, stream>>>(mq, mk, mv, pp);
+  FC_CHECK_LAUNCH("wgmma_f16_kernel (perturbed build)");
+  perturb::end(pp.perturb, stream, "wgmma_f16");
+#endif
+  note_launched_tile("wgmma_f16", T::kBlockM, T::kBlockN);
 }
 
 template <class C>

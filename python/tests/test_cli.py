@@ -90,7 +90,8 @@ def test_run_html_pages_for_failures(tmp_path):
     assert r.returncode == 1, r.stderr
     j = json.loads(r.stdout)
     assert j["variants"][0]["failed"] > 0
-    pages = sorted((tmp_path / "pages").glob("*.html"))
+    pages = sorted(p for p in (tmp_path / "pages").glob("*.html") if p.name != "index.html")  # index: the overview
+    assert (tmp_path / "pages" / "index.html").is_file()
     kept = len(j["variants"][0]["failures"])
     assert [p.name for p in pages] == [f"broken_unwritten_row_{i}.html" for i in range(kept)], r.stderr
     html = pages[0].read_text()

@@ -14,6 +14,7 @@ struct Timing {
   double kernel_ms = 0;  // CUDA events around the kernels of every piece, summed
   double d2h_ms = 0;     // downloads into the result
   int pieces = 0;
+  int64_t score_blocks = 0;  // key tiles × row tiles the scores kernel was launched over, all pieces
   int64_t device_bytes = 0;  // device memory the call held at its peak
 };
 Timing last_timing();

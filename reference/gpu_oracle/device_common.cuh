@@ -9,21 +9,20 @@
 
 namespace flashcheck::gpu_oracle {
 
-// Which keys query row i sees, written from the definitions in reference/problem.h (never taken
-// from a kernel): every alignment makes them a prefix [0, n).
-__device__ __forceinline__ int64_t visible_keys(const Geom& g, int64_t i) {
-  if (g.causal == 1) return i + 1 < g.seq_kv ? i + 1 : g.seq_kv;
-  if (g.causal == 2) {
-    const int64_t n = i + 1 + g.seq_kv - g.seq_q;
-    return n < 0 ? 0 : (n > g.seq_kv ? g.seq_kv : n);
+// The tile a scores-kernel block works on: the last t with block0[t] <= blk (block0 ascends; tiles
+// that see no key have no blocks, so equal neighbours are skipped by taking the last).
+__device__ __forceinline__ int64_t tile_of_block(const int64_t* block0, int64_t ntiles, int64_t blk) {
+  int64_t lo = 0, hi = ntiles - 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (block0[mid] <= blk) lo = mid; else hi = mid - 1;
   }
-  return g.seq_kv;
+  return lo;
 }
 
-// The piece-local kv head that local query head lbh reads (GQA: h / (Hq / Hkv)).
-__device__ __forceinline__ int64_t local_kv_head(const Geom& g, int64_t lbh) {
-  const int64_t bh = g.bh0 + lbh, b = bh / g.heads_q, h = bh % g.heads_q;
-  return b * g.heads_kv + h / (g.heads_q / g.heads_kv) - g.bkv0;
+// The ALiBi slope of query head h in sequence b ([Hq], or [B, Hq] per batch).
+__device__ __forceinline__ float alibi_slope(const Params& p, int64_t b, int64_t h) {
+  return p.slopes[p.alibi_per_batch ? b * p.heads_q + h : h];
 }
 
 __device__ __forceinline__ double quiet_nan() { return __longlong_as_double(0x7ff8000000000000LL); }

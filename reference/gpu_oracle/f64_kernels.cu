@@ -1,10 +1,13 @@
-// The fp64 oracle's kernels: S = (Q Kᵀ)·scale on FP64 tensor cores (mma.sync m8n8k4 f64), then
-// exp(s − m), ℓ and P·V on FP64 tensor cores, O = (P·V)/ℓ, LSE = m + log ℓ.
+// The fp64 oracle's kernels: S = (Q Kᵀ)·scale on FP64 tensor cores (mma.sync m8n8k4 f64) with the
+// score modifiers (softcap, ALiBi) applied in fp64, then exp(s − m), ℓ (the sink's share included)
+// and P·V on FP64 tensor cores, O = (P·V)/ℓ, LSE = m + log ℓ.
 //
 // Two passes over materialised scores, as the CPU oracle takes its steps: pass 1 writes S and, per
 // row and 64-key tile, the max of the visible scores; pass 2 knows the exact row max before it
 // takes a single exp, so no running-max rescale (and none of its rounding) enters. S costs
-// O(rows × Skv) device memory per head, which host.cpp bounds by splitting the work into pieces.
+// O(rows × keys the tile sees) device memory (kernels.h), which host.cpp bounds by splitting the
+// work into pieces. fp8 inputs arrive as f16 (exact) and are multiplied by their descale when
+// widened to fp64 (exact: 4 + 24 significant bits), as naive_attention widens them.
 #include <cuda_runtime.h>
 
 #include "reference/gpu_oracle/check.h"
@@ -29,30 +32,71 @@ constexpr double kExpArgFloor = -709.784;
 // Max that keeps NaN: a visible NaN score must make its row NaN, as in naive_attention.
 __device__ __forceinline__ double nan_max(double a, double b) { return (isnan(a) || isnan(b)) ? quiet_nan() : fmax(a, b); }
 
-// Pass 1. One block: 64 query rows × 64 keys of one head, 4 warps of 32×32 (4×4 mma tiles).
+// What one row adds to a visible score after the scale, in naive_attention's order and roundings
+// (reference/score_mod.h): softcap c·tanh(s/c), then + ALiBi bias (slope·distance rounded, then
+// the add). The _rn intrinsics are never fused into an FMA, so every step rounds as the CPU's
+// separate operations do; only tanh's own last-ulp error differs (gpu_oracle_test's bound).
+struct RowMod {
+  double cap = 0;
+  int alibi = 0;
+  double slope = 0;
+  int64_t d = 0, i = 0;
+};
+
+__device__ __forceinline__ RowMod row_mod(const Geom& g, const Tile& t, const Row& r) {
+  RowMod m;
+  m.cap = g.p.softcap;
+  m.alibi = g.p.alibi;
+  if (m.alibi) m.slope = static_cast<double>(alibi_slope(g.p, t.b, r.h));
+  m.d = t.d;
+  m.i = r.i;
+  return m;
+}
+
+__device__ __forceinline__ double score_mod(double s, const RowMod& m, int64_t j) {
+  if (m.cap > 0) s = __dmul_rn(m.cap, tanh(__ddiv_rn(s, m.cap)));
+  if (m.alibi == 1) {
+    const int64_t x = m.i + m.d - j;
+    s = __dadd_rn(s, __dmul_rn(-m.slope, static_cast<double>(x < 0 ? -x : x)));
+  } else if (m.alibi == 2) {
+    s = __dadd_rn(s, __dmul_rn(m.slope, static_cast<double>(j - m.i)));
+  }
+  return s;
+}
+
+// Pass 1. One block: 64 query rows (one tile) × 64 keys, 4 warps of 32×32 (4×4 mma tiles).
 // The reduction order is free, so within a 16-dim stage mma step s takes dims {4t + s}: a lane's
 // four A (and B) values are then 4 consecutive doubles, two 16-byte shared loads instead of four.
 template <typename T>
 __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q, const T* __restrict__ k,
-                                                         const int64_t* __restrict__ rows, double* __restrict__ s,
-                                                         double* __restrict__ pmax, const Geom g) {
+                                                         double* __restrict__ s, double* __restrict__ pmax,
+                                                         const Geom g) {
   __shared__ __align__(16) double As[2][64][kPad];
   __shared__ __align__(16) double Bs[2][64][kPad];
   __shared__ double red[2][64];
 
-  const int64_t mtiles = g.nr_pad / 64, ntiles = g.skv_pad / 64;
-  int64_t bid = blockIdx.x;
-  const int64_t nt = bid % ntiles;
-  bid /= ntiles;
-  const int64_t mt = bid % mtiles, lbh = bid / mtiles;
-  const int64_t r0 = mt * 64, n0 = nt * 64;
-  // Rows ascend, so the tile's last row sees the most keys; a tile no row sees is never read.
-  if (n0 >= visible_keys(g, rows[r0 + 63])) return;
-
+  const int64_t blk = blockIdx.x;
+  const int64_t t = tile_of_block(g.block0, g.ntiles, blk);
+  const Tile tile = g.tiles[t];
+  const int64_t nt = blk - g.block0[t], kt = tile.ncols / 64;
+  const int64_t r0 = t * 64, n0 = tile.key0 + nt * 64;  // first packed row, first (absolute) key
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // A key tile inside the span that no row sees (rows far apart, e.g. sampled under a window) is
+  // skipped: pass 2 reads neither its scores nor its max.
+  int sees = 0;
+  if (tid < 64) {
+    const Row& r = g.rows[r0 + tid];
+    sees = r.lo < r.hi && r.lo < n0 + 64 && r.hi > n0;
+  }
+  if (!__syncthreads_or(sees)) return;
+
   const int wm = warp >> 1, wn = warp & 1, g4 = lane >> 2, t4 = lane & 3;
-  const T* qb = q + (lbh * g.nr_pad + r0) * g.dqk_pad;
-  const T* kb = k + (local_kv_head(g, lbh) * g.skv_pad + n0) * g.dqk_pad;
+  const int64_t dpad = g.p.dqk_pad;
+  const T* qb = q + r0 * dpad;
+  const T* kb = k + (tile.kv_row + nt * 64) * dpad;
+  // fp8: the values times their descale, exact in fp64 (naive_attention's widening).
+  const double dq = g.p.fp8 ? static_cast<double>(tile.q_descale) : 1.0;
+  const double dk = g.p.fp8 ? static_cast<double>(tile.k_descale) : 1.0;
 
   using L = Ld<T>;
   typename L::R qr[2], kr[2];
@@ -61,8 +105,8 @@ __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int c = tid + 128 * i, row = c >> 2, cc = c & 3;
-      qr[i] = L::load(qb + row * g.dqk_pad + d0 + 4 * cc);
-      kr[i] = L::load(kb + row * g.dqk_pad + d0 + 4 * cc);
+      qr[i] = L::load(qb + row * dpad + d0 + 4 * cc);
+      kr[i] = L::load(kb + row * dpad + d0 + 4 * cc);
     }
   };
   auto store = [&](int buf) {
@@ -72,10 +116,17 @@ __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q
       const float4 a = L::widen(qr[i]), b = L::widen(kr[i]);
       double2* da = reinterpret_cast<double2*>(&As[buf][row][4 * cc]);
       double2* db = reinterpret_cast<double2*>(&Bs[buf][row][4 * cc]);
-      da[0] = make_double2(a.x, a.y);
-      da[1] = make_double2(a.z, a.w);
-      db[0] = make_double2(b.x, b.y);
-      db[1] = make_double2(b.z, b.w);
+      if (g.p.fp8) {
+        da[0] = make_double2(a.x * dq, a.y * dq);
+        da[1] = make_double2(a.z * dq, a.w * dq);
+        db[0] = make_double2(b.x * dk, b.y * dk);
+        db[1] = make_double2(b.z * dk, b.w * dk);
+      } else {
+        da[0] = make_double2(a.x, a.y);
+        da[1] = make_double2(a.z, a.w);
+        db[0] = make_double2(b.x, b.y);
+        db[1] = make_double2(b.z, b.w);
+      }
     }
   };
 
@@ -85,7 +136,7 @@ __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni) acc[mi][ni][0] = acc[mi][ni][1] = 0.0;
 
-  const int64_t nst = g.dqk_pad / kBK;
+  const int64_t nst = dpad / kBK;
   load(0);
   store(0);
   __syncthreads();
@@ -115,41 +166,49 @@ __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q
     __syncthreads();
   }
 
-  // Epilogue: s = dot·scale (one rounding, as naive_attention's (Q Kᵀ)·scale), stored whole
-  // (masked entries too: pass 2 never reads them), and the NaN-sticky max over visible keys.
-  double* sb = s + (lbh * g.nr_pad + r0) * g.skv_pad + n0;
+  // Epilogue: s = dot·scale (one rounding, as naive_attention's (Q Kᵀ)·scale), the row's modifiers
+  // on visible keys, stored whole (masked entries unmodified: pass 2 never reads them), and the
+  // NaN-sticky max over visible keys.
+  double* sb = s + tile.s_off + nt * 64;
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi) {
     const int row = 32 * wm + 8 * mi + g4;
-    const int64_t nvis = visible_keys(g, rows[r0 + row]);
+    const Row rw = g.rows[r0 + row];
+    const RowMod mod = row_mod(g, tile, rw);
     double pm = neg_inf();
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni) {
       const int col = 32 * wn + 8 * ni + 2 * t4;
-      const double x0 = acc[mi][ni][0] * g.scale, x1 = acc[mi][ni][1] * g.scale;
-      *reinterpret_cast<double2*>(sb + row * g.skv_pad + col) = make_double2(x0, x1);
-      if (n0 + col < nvis) pm = nan_max(pm, x0);
-      if (n0 + col + 1 < nvis) pm = nan_max(pm, x1);
+      const int64_t j0 = n0 + col, j1 = j0 + 1;
+      double x0 = acc[mi][ni][0] * g.p.scale, x1 = acc[mi][ni][1] * g.p.scale;
+      if (j0 >= rw.lo && j0 < rw.hi) {
+        x0 = score_mod(x0, mod, j0);
+        pm = nan_max(pm, x0);
+      }
+      if (j1 >= rw.lo && j1 < rw.hi) {
+        x1 = score_mod(x1, mod, j1);
+        pm = nan_max(pm, x1);
+      }
+      *reinterpret_cast<double2*>(sb + row * tile.ncols + col) = make_double2(x0, x1);
     }
     pm = nan_max(pm, __shfl_xor_sync(0xffffffffu, pm, 1));
     pm = nan_max(pm, __shfl_xor_sync(0xffffffffu, pm, 2));
     if (t4 == 0) red[wn][row] = pm;
   }
   __syncthreads();
-  if (tid < 64) pmax[(lbh * g.nr_pad + r0 + tid) * ntiles + nt] = nan_max(red[0][tid], red[1][tid]);
+  if (tid < 64) pmax[tile.s_off / 64 + tid * kt + nt] = nan_max(red[0][tid], red[1][tid]);
 }
 
-// Pass 2. One block: BM = 32·WR query rows × BNV = 32·DVT output columns, warps of 32×32 (4×4 mma
-// tiles); WR·DVT warps. Each key stage (16 keys): the block turns its 16 scores per row into
+// Pass 2. One block: BM = 32·WR query rows of a tile × BNV = 32·DVT output columns, warps of 32×32
+// (4×4 mma tiles); WR·DVT warps. Each key stage (16 keys, at multiples of 16 from key 0, so the
+// grouping of keys never depends on the tiling): the block turns its 16 scores per row into
 // p = exp(s − m) in shared memory (each score exactly once when BNV covers Dv) and multiplies by the
 // V stage. Keys of a stage are permuted like pass 1's dims: mma step s takes keys {4t + s}.
 template <typename T, int DVT, int WR>
 __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __restrict__ s,
                                                                const double* __restrict__ pmax,
-                                                               const T* __restrict__ v,
-                                                               const int64_t* __restrict__ rows,
-                                                               double* __restrict__ o, double* __restrict__ lse,
-                                                               const Geom g) {
+                                                               const T* __restrict__ v, double* __restrict__ o,
+                                                               double* __restrict__ lse, const Geom g) {
   constexpr int NT = 32 * WR * DVT, BM = 32 * WR, BNV = 32 * DVT;
   constexpr int VST = BNV + 1;         // odd row stride: the 4 keys a fragment load spans hit 4 bank groups
   constexpr int EPT = BM * kBK / NT;   // scores per thread per stage (= 16 / DVT)
@@ -159,37 +218,53 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
   double* smem = dynamic_smem<double>();
   double(*Ps)[BM][kPad] = reinterpret_cast<double(*)[BM][kPad]>(smem);
   double(*Vs)[kBK][VST] = reinterpret_cast<double(*)[kBK][VST]>(smem + 2 * BM * kPad);
-  __shared__ double row_m[BM], row_l[BM];
-  __shared__ int64_t row_n[BM];  // keys the row takes: 0 for empty and NaN rows
+  __shared__ double row_m[BM], row_l[BM], row_sink[BM];
+  __shared__ int row_lo[BM], row_hi[BM];  // keys the row takes, relative to key0: none for empty and NaN rows
+  __shared__ int64_t row_out[BM];
   __shared__ int row_state[BM];  // 0: sees no key, 1: NaN row, 2: normal
 
-  const int64_t mtiles = g.nr_pad / BM, cblocks = g.dv_pad / BNV, ntiles = g.skv_pad / 64;
+  const int64_t cblocks = g.p.dv_pad / BNV;
   int64_t bid = blockIdx.x;
   const int64_t cb = bid % cblocks;
-  bid /= cblocks;
-  const int64_t mt = bid % mtiles, lbh = bid / mtiles;
-  const int64_t r0 = mt * BM, c0 = cb * BNV;
+  const int64_t r0 = (bid / cblocks) * BM, t = r0 / 64, c0 = cb * BNV;  // first packed row, its tile
+  const Tile tile = g.tiles[t];
+  const int64_t kt = tile.ncols / 64, lr0 = r0 - t * 64;  // key tiles; first row within the tile
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WR, wn = warp / WR, g4 = lane >> 2, t4 = lane & 3;
 
   if (tid < BM) {
-    const int64_t n = visible_keys(g, rows[r0 + tid]);
-    const double* pm = pmax + (lbh * g.nr_pad + r0 + tid) * ntiles;
+    const Row rw = g.rows[r0 + tid];
     double m = neg_inf();
-    for (int64_t t = 0; t * 64 < n; ++t) m = nan_max(m, pm[t]);
+    if (rw.lo < rw.hi) {
+      const double* pm = pmax + tile.s_off / 64 + (lr0 + tid) * kt;
+      for (int64_t x = (rw.lo - tile.key0) / 64; tile.key0 + 64 * x < rw.hi; ++x) m = nan_max(m, pm[x]);
+    }
     // NaN among the visible scores, all of them −inf (0/0) or a +inf one (inf − inf): the softmax
-    // is undefined and the row is NaN, exactly naive_attention's rule.
-    const int state = n == 0 ? 0 : (isnan(m) || isinf(m)) ? 1 : 2;
+    // is undefined and the row is NaN, exactly naive_attention's rule (a sink is never NaN or +inf).
+    const int state = rw.lo >= rw.hi ? 0 : (isnan(m) || isinf(m)) ? 1 : 2;
+    const double sink = g.p.sinks ? static_cast<double>(g.p.sinks[rw.h]) : neg_inf();
     row_state[tid] = state;
-    row_m[tid] = state == 2 ? m : 0.0;
-    row_n[tid] = state == 2 ? n : 0;
+    row_m[tid] = state == 2 ? fmax(m, sink) : 0.0;  // the sink joins the max: exp never overflows
+    row_sink[tid] = sink;
+    // A tile's span is far below 2^31 keys (its scores fit the device): relative keys are ints.
+    row_lo[tid] = state == 2 ? static_cast<int>(rw.lo - tile.key0) : 0;
+    row_hi[tid] = state == 2 ? static_cast<int>(rw.hi - tile.key0) : 0;
+    row_out[tid] = rw.out;
   }
-  const int64_t kend = visible_keys(g, rows[r0 + BM - 1]);
-  const int64_t nst = (kend + kBK - 1) / kBK;
   __syncthreads();
+  // The block's keys (relative to key0, a multiple of 64): from the first any normal row sees (down
+  // to a multiple of 16) to the last.
+  int kbeg = 0x7fffffff, kend = 0;
+  for (int r = 0; r < BM; ++r)
+    if (row_hi[r] > row_lo[r]) kbeg = kbeg < row_lo[r] ? kbeg : row_lo[r], kend = kend > row_hi[r] ? kend : row_hi[r];
+  if (kend == 0) kbeg = 0;
+  kbeg -= kbeg % kBK;
+  const int nst = (kend - kbeg + kBK - 1) / kBK;
 
-  const double* sb = s + (lbh * g.nr_pad + r0) * g.skv_pad;
-  const T* vb = v + local_kv_head(g, lbh) * g.skv_pad * g.dv_pad + c0;
+  // Row rr's score of relative key kc at sb[rr·ncols + kc]; its V row at vb + kc·dv_pad.
+  const double* sb = s + tile.s_off + lr0 * tile.ncols;
+  const T* vb = v + tile.kv_row * g.p.dv_pad + c0;
+  const double vd = g.p.fp8 ? static_cast<double>(tile.v_descale) : 1.0;
   const int kk = tid & 15;  // the key (within a stage) of every score this thread turns into p
   using L = Ld<T>;
   double sr[EPT];
@@ -198,22 +273,23 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
 #pragma unroll
   for (int i = 0; i < EPT; ++i) lpart[i] = 0.0;
 
-  auto load = [&](int64_t k0) {
+  auto load = [&](int kc) {
 #pragma unroll
-    for (int i = 0; i < EPT; ++i) sr[i] = sb[((tid >> 4) + (NT / 16) * i) * g.skv_pad + k0 + kk];
+    for (int i = 0; i < EPT; ++i) sr[i] = sb[((tid >> 4) + (NT / 16) * i) * tile.ncols + kc + kk];
 #pragma unroll
     for (int i = 0; i < VCH; ++i) {
       const int c = tid + NT * i, key = c / (BNV / 4), cc = c % (BNV / 4);
-      vr[i] = L::load(vb + (k0 + key) * g.dv_pad + 4 * cc);
+      vr[i] = L::load(vb + static_cast<int64_t>(kc + key) * g.p.dv_pad + 4 * cc);
     }
   };
   // p = exp(s − m) for visible keys, exactly 0 for the others; returns "V stage has inf/NaN".
-  auto store = [&](int buf, int64_t k0) -> int {
+  auto store = [&](int buf, int k0) -> int {
 #pragma unroll
     for (int i = 0; i < EPT; ++i) {
       const int row = (tid >> 4) + (NT / 16) * i;
+      const int key = k0 + kk;
       double e = 0.0;
-      if (k0 + kk < row_n[row]) {
+      if (key >= row_lo[row] && key < row_hi[row]) {
         e = exp(fmax(sr[i] - row_m[row], kExpArgFloor));
         lpart[i] += e;
       }
@@ -226,7 +302,11 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
       const float4 x = L::widen(vr[i]);
       bad |= !all_finite(x);
       double* d = &Vs[buf][key][4 * cc];
-      d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
+      if (g.p.fp8) {  // dequantised: exact in fp64
+        d[0] = x.x * vd, d[1] = x.y * vd, d[2] = x.z * vd, d[3] = x.w * vd;
+      } else {
+        d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
+      }
     }
     return bad;
   };
@@ -238,11 +318,12 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
     for (int ni = 0; ni < 4; ++ni) acc[mi][ni][0] = acc[mi][ni][1] = 0.0;
 
   if (nst > 0) {
-    load(0);
-    int bad = __syncthreads_or(store(0, 0));
-    for (int64_t st = 0; st < nst; ++st) {
-      const int buf = static_cast<int>(st & 1);
-      if (st + 1 < nst) load((st + 1) * kBK);
+    load(kbeg);
+    int bad = __syncthreads_or(store(0, kbeg));
+    for (int st = 0; st < nst; ++st) {
+      const int buf = st & 1;
+      const int k0 = kbeg + st * kBK;
+      if (st + 1 < nst) load(k0 + kBK);
       if (!bad) {
         double a[4][4];
 #pragma unroll
@@ -265,113 +346,110 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
         // Inf or NaN in this V stage: p = 0 times inf is NaN, so a key a row does not see would
         // poison it through the tile product. Take the products one by one and skip masked keys
         // (naive_attention does the same for such heads); visible keys still propagate NaN/Inf.
-        const int64_t k0 = st * kBK;
 #pragma unroll
         for (int mi = 0; mi < 4; ++mi) {
           const int row = 32 * wm + 8 * mi + g4;
-          const int64_t n = row_n[row];
+          const int lo = row_lo[row], hi = row_hi[row];
 #pragma unroll
           for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
               const int col = 32 * wn + 8 * ni + 2 * t4 + c;
               for (int j = 0; j < kBK; ++j)
-                if (k0 + j < n) acc[mi][ni][c] += Ps[buf][row][j] * Vs[buf][j][col];
+                if (k0 + j >= lo && k0 + j < hi) acc[mi][ni][c] += Ps[buf][row][j] * Vs[buf][j][col];
             }
         }
       }
       int next_bad = 0;
-      if (st + 1 < nst) next_bad = store(buf ^ 1, (st + 1) * kBK);
+      if (st + 1 < nst) next_bad = store(buf ^ 1, k0 + kBK);
       bad = __syncthreads_or(next_bad);
     }
   }
 
-  // ℓ: each thread summed one key column of its rows; the 16 lanes of a row finish the sum.
+  // ℓ: each thread summed one key column of its rows; the 16 lanes of a row finish the sum, and
+  // the sink's share joins last (naive_attention adds it after the keys' sum).
 #pragma unroll
   for (int i = 0; i < EPT; ++i) {
     double lp = lpart[i];
 #pragma unroll
     for (int off = 1; off < 16; off <<= 1) lp += __shfl_xor_sync(0xffffffffu, lp, off);
-    if (kk == 0) row_l[(tid >> 4) + (NT / 16) * i] = lp;
+    const int row = (tid >> 4) + (NT / 16) * i;
+    if (kk == 0) row_l[row] = row_sink[row] > neg_inf() ? lp + exp(row_sink[row] - row_m[row]) : lp;
   }
   __syncthreads();
 
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi) {
     const int row = 32 * wm + 8 * mi + g4;
-    const int64_t r = r0 + row;
-    if (r >= g.nr) continue;
+    const int64_t out = row_out[row];
+    if (out < 0) continue;
     const int state = row_state[row];
-    double* orow = o + (lbh * g.nr + r) * g.dv;
+    double* orow = o + out * g.p.dv;
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int64_t col = c0 + 32 * wn + 8 * ni + 2 * t4 + c;
-        if (col >= g.dv) continue;
-        // ℓ ≥ 1 for a normal row: its max key contributes exp(0) = 1.
+        if (col >= g.p.dv) continue;
+        // ℓ ≥ 1 for a normal row: its max key (or the sink) contributes exp(0) = 1.
         orow[col] = state == 2 ? acc[mi][ni][c] / row_l[row] : (state == 0 ? 0.0 : quiet_nan());
       }
   }
-  if (cb == 0 && tid < BM && r0 + tid < g.nr) {
+  if (cb == 0 && tid < BM && row_out[tid] >= 0) {
     const int state = row_state[tid];
-    lse[lbh * g.nr + r0 + tid] = state == 2 ? row_m[tid] + log(row_l[tid]) : (state == 0 ? neg_inf() : quiet_nan());
+    lse[row_out[tid]] = state == 2 ? row_m[tid] + log(row_l[tid]) : (state == 0 ? neg_inf() : quiet_nan());
   }
 }
 
 template <typename T>
-void scores_as(const void* q, const void* k, const int64_t* rows, double* s, double* pmax, const Geom& g,
-               cudaStream_t st) {
-  const int64_t blocks = g.nbh * (g.nr_pad / 64) * (g.skv_pad / 64);
-  if (blocks <= 0) return;
-  FCO_LAUNCH(f64_scores_kernel<T>, static_cast<unsigned>(blocks), 128, 0, st, static_cast<const T*>(q),
-             static_cast<const T*>(k), rows, s, pmax, g);
+void scores_as(const void* q, const void* k, double* s, double* pmax, const Geom& g, cudaStream_t st) {
+  if (g.score_blocks <= 0) return;
+  FCO_LAUNCH(f64_scores_kernel<T>, static_cast<unsigned>(g.score_blocks), 128, 0, st, static_cast<const T*>(q),
+             static_cast<const T*>(k), s, pmax, g);
   FCO_LAUNCHED(f64_scores_kernel);
 }
 
 template <typename T, int DVT, int WR>
-void pv_as(const double* s, const double* pmax, const void* v, const int64_t* rows, double* o, double* lse,
-           const Geom& g, cudaStream_t st) {
+void pv_as(const double* s, const double* pmax, const void* v, double* o, double* lse, const Geom& g, cudaStream_t st) {
   constexpr int BM = 32 * WR, BNV = 32 * DVT;
-  const int64_t blocks = g.nbh * (g.nr_pad / BM) * (g.dv_pad / BNV);
+  const int64_t blocks = g.ntiles * (64 / BM) * (g.p.dv_pad / BNV);
   if (blocks <= 0) return;
   const size_t smem = (2 * BM * kPad + 2 * kBK * (BNV + 1)) * sizeof(double);
   auto kernel = f64_pv_kernel<T, DVT, WR>;
   FCO_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  FCO_LAUNCH(kernel, static_cast<unsigned>(blocks), 32 * WR * DVT, smem, st, s, pmax, static_cast<const T*>(v), rows,
-             o, lse, g);
+  FCO_LAUNCH(kernel, static_cast<unsigned>(blocks), 32 * WR * DVT, smem, st, s, pmax, static_cast<const T*>(v), o, lse,
+             g);
   FCO_LAUNCHED(f64_pv_kernel);
 }
 
 template <typename T>
-void pv_dispatch(const double* s, const double* pmax, const void* v, const int64_t* rows, double* o, double* lse,
-                 const Geom& g, cudaStream_t st) {
+void pv_dispatch(const double* s, const double* pmax, const void* v, double* o, double* lse, const Geom& g,
+                 cudaStream_t st) {
   // 256 threads at most: BM = 64 rows up to Dv 128; 32 rows at Dv 256 keeps registers under the cap.
-  switch (g.dv_pad < 256 ? g.dv_pad : 256) {
-    case 32: return pv_as<T, 1, 2>(s, pmax, v, rows, o, lse, g, st);
-    case 64: return pv_as<T, 2, 2>(s, pmax, v, rows, o, lse, g, st);
-    case 128: return pv_as<T, 4, 2>(s, pmax, v, rows, o, lse, g, st);
-    default: return pv_as<T, 8, 1>(s, pmax, v, rows, o, lse, g, st);
+  switch (g.p.dv_pad < 256 ? g.p.dv_pad : 256) {
+    case 32: return pv_as<T, 1, 2>(s, pmax, v, o, lse, g, st);
+    case 64: return pv_as<T, 2, 2>(s, pmax, v, o, lse, g, st);
+    case 128: return pv_as<T, 4, 2>(s, pmax, v, o, lse, g, st);
+    default: return pv_as<T, 8, 1>(s, pmax, v, o, lse, g, st);
   }
 }
 
 }  // namespace
 
-void launch_f64_scores(Elem e, const void* q, const void* k, const int64_t* rows, double* s, double* pmax,
-                       const Geom& g, cudaStream_t st) {
+void launch_f64_scores(Elem e, const void* q, const void* k, double* s, double* pmax, const Geom& g, cudaStream_t st) {
   switch (e) {
-    case Elem::f32: return scores_as<float>(q, k, rows, s, pmax, g, st);
-    case Elem::f16: return scores_as<__half>(q, k, rows, s, pmax, g, st);
-    case Elem::bf16: return scores_as<__nv_bfloat16>(q, k, rows, s, pmax, g, st);
+    case Elem::f32: return scores_as<float>(q, k, s, pmax, g, st);
+    case Elem::f16: return scores_as<__half>(q, k, s, pmax, g, st);
+    case Elem::bf16: return scores_as<__nv_bfloat16>(q, k, s, pmax, g, st);
   }
 }
 
-void launch_f64_pv(Elem e, const double* s, const double* pmax, const void* v, const int64_t* rows, double* o,
-                   double* lse, const Geom& g, cudaStream_t st) {
+void launch_f64_pv(Elem e, const double* s, const double* pmax, const void* v, double* o, double* lse, const Geom& g,
+                   cudaStream_t st) {
   switch (e) {
-    case Elem::f32: return pv_dispatch<float>(s, pmax, v, rows, o, lse, g, st);
-    case Elem::f16: return pv_dispatch<__half>(s, pmax, v, rows, o, lse, g, st);
-    case Elem::bf16: return pv_dispatch<__nv_bfloat16>(s, pmax, v, rows, o, lse, g, st);
+    case Elem::f32: return pv_dispatch<float>(s, pmax, v, o, lse, g, st);
+    case Elem::f16: return pv_dispatch<__half>(s, pmax, v, o, lse, g, st);
+    case Elem::bf16: return pv_dispatch<__nv_bfloat16>(s, pmax, v, o, lse, g, st);
   }
 }
 

@@ -1,5 +1,6 @@
-// Host side of the GPU oracle: validation, planning the pieces that fit in device memory, packing
-// inputs (rows gathered, padded, narrowed to their dtype), transfers and launches.
+// Host side of the GPU oracle: validation, the row tiles and the pieces of them that fit in device
+// memory, packing inputs (rows gathered per tile, keys per tile span, padded, narrowed to their
+// dtype), transfers and launches. The layout the kernels rely on is kernels.h's.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -17,6 +18,8 @@
 #include "reference/gpu_oracle/check.h"
 #include "reference/gpu_oracle/detail.h"
 #include "reference/gpu_oracle/kernels.h"
+#include "reference/mask.h"
+#include "reference/sequences.h"
 
 namespace flashcheck {
 
@@ -32,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t round_down(int64_t x, int64_t m) { return x / m * m; }
 
 // Inputs not exactly representable in the problem's dtype (the Inputs contract broken): packing
 // them narrow would change them, so the call restarts with fp32 packing.
@@ -75,51 +79,140 @@ struct StreamAndEvents {
 
 enum class Pipeline { oracle, baseline };
 
+// A tile of the plan: entries [e0, e0 + n) of (sequence b, KV head hk)'s rows. Those run over the
+// group's query heads, each over the sequence's evaluated rows: entry e is query head
+// hk·group + e / count(b), evaluated row e % count(b). In this order entries are the result's own
+// order (RowSet::index), so the tiles of a piece fill one contiguous range of result rows.
+struct HostTile {
+  int64_t b = 0, hk = 0, e0 = 0, n = 0;
+  int64_t key0 = 0, ncols = 0;  // key span (multiples of the key tile); ncols 0: no row sees a key
+  int64_t out0 = 0;             // result row of entry e0
+};
+
 // Everything about a call that does not depend on the piece.
 struct Job {
   const Problem& p;
   const Inputs& in;
   Pipeline pipeline;
-  std::vector<int64_t> rows;  // the query rows evaluated (all of them when the caller gave none)
+  const RowSet& rows;
+  Sequences seqs;
+  int64_t tm = 0;  // rows per tile = keys per key tile
   go::Elem elem = go::Elem::f32;
   int64_t elem_bytes = 4;
-  int64_t skv_pad = 0, dqk_pad = 0, dv_pad = 0;
+  int64_t dqk_pad = 0, dv_pad = 0;
+  std::vector<HostTile> tiles;
+
+  Job(const Problem& p_, const Inputs& in_, Pipeline pl, const RowSet& r)
+      : p(p_), in(in_), pipeline(pl), rows(r), seqs(p_),
+        tm(pl == Pipeline::oracle ? go::kOracleTile : go::kBaselineTile) {}
+  bool oracle() const { return pipeline == Pipeline::oracle; }
+  // Entry e of (b, hk): its query head and query row.
+  int64_t head_of(const HostTile& t, int64_t e) const { return t.hk * p.group() + e / rows.count(t.b); }
+  int64_t row_of(const HostTile& t, int64_t e) const { return rows.row(t.b, e % rows.count(t.b)); }
 };
 
+// The tiles: per (sequence, KV head), up to tm consecutive entries each. A tile also ends where its
+// key span would pass span_cap keys, so that sampled rows far apart under a window do not make one
+// tile span the whole sequence (dense rows never reach the cap: a window slides by tm per tile).
+void plan_tiles(Job& j) {
+  const Problem& p = j.p;
+  int64_t skv_max = 1;
+  for (int64_t b = 0; b < p.batch; ++b) skv_max = std::max(skv_max, j.seqs.skv(b));
+  const bool narrow = p.window.left >= 0 && (p.window.right >= 0 || p.causal != Causal::none);
+  const int64_t width = narrow ? p.window.left + (p.causal != Causal::none ? 0 : p.window.right) + 1 : skv_max;
+  const int64_t span_cap = std::max(4 * std::min(width, skv_max) + j.tm, int64_t{1024});
+  const int64_t group = p.group();
+  int64_t out = 0;
+  j.tiles.clear();
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t count = j.rows.count(b);
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      const int64_t total = group * count;
+      for (int64_t e = 0; e < total;) {
+        HostTile t{b, hk, e, 0, 0, 0, out};
+        int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
+        while (t.n < j.tm && e + t.n < total) {
+          const KeyRange kr = visible_range(p, b, j.row_of(t, e + t.n));
+          if (!kr.empty()) {
+            const int64_t nlo = std::min(lo, kr.lo), nhi = std::max(hi, kr.hi);
+            if (t.n > 0 && hi > 0 && round_up(nhi, j.tm) - round_down(nlo, j.tm) > span_cap) break;
+            lo = nlo, hi = nhi;
+          }
+          ++t.n;
+        }
+        if (hi > 0) {
+          t.key0 = round_down(lo, j.tm);
+          t.ncols = round_up(hi, j.tm) - t.key0;
+        }
+        j.tiles.push_back(t);
+        e += t.n;
+        out += t.n;
+      }
+    }
+  }
+}
+
+// A piece: tiles [t0, t1). Its K/V regions hold, per (sequence, KV head), the union of its tiles'
+// key spans.
 struct Piece {
-  int64_t bh0 = 0, nbh = 0, r0 = 0, nr = 0;
+  size_t t0 = 0, t1 = 0;
+  int64_t out0 = 0, out_rows = 0;
+  int64_t s_elems = 0, score_blocks = 0, kv_rows = 0;
 };
 
-int64_t kv_index(const Problem& p, int64_t bh) {
-  return (bh / p.heads_q) * p.heads_kv + (bh % p.heads_q) / p.group();
-}
+// Device bytes and launch sizes of a piece, grown tile by tile.
+struct PieceSize {
+  const Job* job;
+  Piece pc;
+  int64_t run_b = -1, run_hk = -1, run_lo = 0, run_hi = 0;  // the K/V region being grown
+  int64_t kv_done = 0;                                       // rows of the regions before it
 
-// The most kv heads any nbh consecutive (batch, head) pairs read: ⌈(nbh − 1) / group⌉ + 1.
-int64_t kv_heads_spanned(const Problem& p, int64_t nbh) {
-  return std::min<int64_t>(p.batch * p.heads_kv, (nbh - 1 + p.group() - 1) / p.group() + 1);
-}
-
-// Device bytes of a piece of nbh heads (nkv kv heads) × nr rows, in double so that absurd problems
-// compare as "too large" instead of overflowing.
-double piece_bytes(const Job& j, double nbh, double nkv, double nr) {
-  const double nr_pad = static_cast<double>(round_up(static_cast<int64_t>(nr), 128));
-  const double skv = static_cast<double>(j.skv_pad), es = static_cast<double>(j.elem_bytes);
-  const double dv = static_cast<double>(j.p.head_dim_v);
-  double b = nbh * nr_pad * static_cast<double>(j.dqk_pad) * es                         // q
-             + nkv * skv * static_cast<double>(j.dqk_pad + j.dv_pad) * es              // k, v
-             + nr_pad * 8;                                                             // rows
-  if (j.pipeline == Pipeline::oracle)
-    b += nbh * nr_pad * skv * 8 + nbh * nr_pad * (skv / 64) * 8 + nbh * nr * (dv + 1) * 8;  // s, pmax, o, lse
-  else
-    b += nbh * nr_pad * skv * 4 + nbh * nr_pad * (skv / 128) * 4 + 2 * nbh * nr_pad * 4 + nbh * nr * dv * 4;
-  return b + 16 * 256;  // allocation granularity
-}
-
-// The most blocks any launch of a piece may have (1-D grids of at most 2^31 − 1 blocks).
-double piece_blocks(const Job& j, double nbh, double nr) {
-  const double nr_pad = static_cast<double>(round_up(static_cast<int64_t>(nr), 128));
-  return nbh * (nr_pad / 64) * (static_cast<double>(j.skv_pad) / 64) * std::max(1.0, j.dv_pad / 256.0);
-}
+  PieceSize(const Job& j, size_t t0) : job(&j) { pc.t0 = pc.t1 = t0; }
+  int64_t tiles() const { return static_cast<int64_t>(pc.t1 - pc.t0); }
+  int64_t kv_rows() const { return kv_done + (run_b >= 0 ? run_hi - run_lo : 0); }
+  void add(const HostTile& t) {
+    if (tiles() == 0) pc.out0 = t.out0;
+    ++pc.t1;
+    pc.out_rows += t.n;
+    pc.s_elems += job->tm * t.ncols;
+    pc.score_blocks += t.ncols / job->tm;
+    if (t.ncols == 0) return;
+    if (t.b != run_b || t.hk != run_hk) {
+      kv_done = kv_rows();
+      run_b = t.b, run_hk = t.hk, run_lo = t.key0, run_hi = t.key0 + t.ncols;
+    } else {
+      run_lo = std::min(run_lo, t.key0), run_hi = std::max(run_hi, t.key0 + t.ncols);
+    }
+  }
+  // The arena's buffers, in the order host and kernels carve them (each 256-byte aligned).
+  std::vector<int64_t> buffers() const {
+    const Job& j = *job;
+    const int64_t nt = tiles(), rows = nt * j.tm, es = j.elem_bytes, fs = j.oracle() ? 8 : 4;
+    return {rows * j.dqk_pad * es,                           // q
+            kv_rows() * j.dqk_pad * es,                      // k
+            kv_rows() * j.dv_pad * es,                       // v
+            rows * static_cast<int64_t>(sizeof(go::Row)),    // rows
+            nt * static_cast<int64_t>(sizeof(go::Tile)),     // tiles
+            (nt + 1) * 8,                                    // block0
+            pc.s_elems * fs,                                 // s
+            pc.s_elems / j.tm * fs,                          // pmax
+            pc.out_rows * j.p.head_dim_v * fs,               // o
+            j.oracle() ? pc.out_rows * 8 : 2 * rows * 4};    // lse | m, l
+  }
+  double bytes() const {
+    double b = 0;
+    for (int64_t x : buffers()) b += static_cast<double>(round_up(x, 256));
+    return b;
+  }
+  // The most blocks any launch has (1-D grids of at most 2^31 − 1 blocks).
+  double blocks() const {
+    const double nt = static_cast<double>(tiles()), dvp = static_cast<double>(job->dv_pad);
+    // P·V: the oracle's blocks are 64 rows × min(Dv_pad, 256) columns (32 rows from 256 on), the
+    // baseline's 128 rows × min(Dv_pad, 128); the stats kernel has a thread per row.
+    const double pv = job->oracle() ? nt * (job->dv_pad >= 256 ? 2.0 * dvp / 256 : 1.0) : nt * std::max(1.0, dvp / 128);
+    return std::max({static_cast<double>(pc.score_blocks), pv, nt * static_cast<double>(job->tm) / 256});
+  }
+};
 
 int64_t memory_budget() {
   if (const int64_t b = g_budget.load()) return b;
@@ -129,55 +222,38 @@ int64_t memory_budget() {
   return std::min<int64_t>(static_cast<int64_t>(free_b) - margin, int64_t{16} << 30);
 }
 
-struct Plan {
-  int64_t nbh = 0, nr = 0;  // largest piece
-  std::vector<Piece> pieces;
-};
-
-// All heads and rows at once if they fit; else all rows of as many heads as fit; else one head and
-// as many rows (a multiple of 128) as fit; else the problem does not fit.
-Plan plan_pieces(const Job& j, int64_t budget) {
-  const Problem& p = j.p;
-  const int64_t total_bh = p.batch * p.heads_q;
-  const int64_t nrows = static_cast<int64_t>(j.rows.size());
+// Consecutive tiles while they fit the budget (memory and grid sizes); OracleDoesNotFit when one
+// tile alone does not.
+std::vector<Piece> plan_pieces(const Job& j, int64_t budget, double* most_bytes) {
   const double kLimitBlocks = 2147483647.0;
-  auto kv_worst = [&](int64_t nbh) { return kv_heads_spanned(p, nbh); };
-  auto fits = [&](int64_t nbh, int64_t nr) {
-    return piece_bytes(j, static_cast<double>(nbh), static_cast<double>(kv_worst(nbh)), static_cast<double>(nr)) <=
-               static_cast<double>(budget) &&
-           piece_blocks(j, static_cast<double>(nbh), static_cast<double>(nr)) <= kLimitBlocks;
-  };
-  Plan plan;
-  if (fits(1, nrows)) {
-    int64_t lo = 1, hi = total_bh;  // largest nbh that fits: fits(lo) holds
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo + 1) / 2;
-      if (fits(mid, nrows)) lo = mid; else hi = mid - 1;
+  std::vector<Piece> pieces;
+  *most_bytes = 0;
+  for (size_t t = 0; t < j.tiles.size();) {
+    PieceSize ps(j, t);
+    ps.add(j.tiles[t]);
+    if (ps.bytes() > static_cast<double>(budget) || ps.blocks() > kLimitBlocks) {
+      const HostTile& h = j.tiles[t];
+      throw OracleDoesNotFit("GPU oracle: one piece of this problem (one tile of " + std::to_string(j.tm) +
+                             " query rows of sequence " + std::to_string(h.b) + ", " + std::to_string(h.ncols) +
+                             " keys, seq_kv " + std::to_string(j.p.seq_kv) + ") needs " +
+                             std::to_string(static_cast<int64_t>(ps.bytes())) + " bytes of device memory; " +
+                             std::to_string(budget) + " are available");
     }
-    plan.nbh = lo;
-    plan.nr = nrows;
-  } else if (fits(1, std::min<int64_t>(nrows, 128))) {
-    int64_t lo = 1, hi = (nrows + 127) / 128;  // in units of 128 rows
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo + 1) / 2;
-      if (fits(1, mid * 128)) lo = mid; else hi = mid - 1;
+    for (++t; t < j.tiles.size(); ++t) {
+      PieceSize more = ps;
+      more.add(j.tiles[t]);
+      if (more.bytes() > static_cast<double>(budget) || more.blocks() > kLimitBlocks) break;
+      ps = more;
     }
-    plan.nbh = 1;
-    plan.nr = std::min<int64_t>(nrows, lo * 128);
-  } else {
-    const double need = piece_bytes(j, 1, 1, static_cast<double>(std::min<int64_t>(nrows, 128)));
-    throw OracleDoesNotFit("GPU oracle: one piece of this problem (one head, " +
-                           std::to_string(std::min<int64_t>(nrows, 128)) + " query rows, seq_kv " +
-                           std::to_string(p.seq_kv) + ") needs " + std::to_string(static_cast<int64_t>(need)) +
-                           " bytes of device memory; " + std::to_string(budget) + " are available");
+    ps.pc.kv_rows = ps.kv_rows();
+    *most_bytes = std::max(*most_bytes, ps.bytes());
+    pieces.push_back(ps.pc);
   }
-  for (int64_t bh0 = 0; bh0 < total_bh; bh0 += plan.nbh)
-    for (int64_t r0 = 0; r0 < nrows; r0 += plan.nr)
-      plan.pieces.push_back({bh0, std::min(plan.nbh, total_bh - bh0), r0, std::min(plan.nr, nrows - r0)});
-  return plan;
+  return pieces;
 }
 
-// Narrows one fp32 value to the packed element type, refusing values the dtype cannot hold.
+// Narrows one fp32 value to the packed element type, refusing values the dtype cannot hold. fp8
+// inputs travel as f16, which holds every e4m3 and e5m2 value exactly.
 template <typename U>
 U narrow(float x, DType d);
 template <>
@@ -192,19 +268,20 @@ uint16_t narrow<uint16_t>(float x, DType d) {
   return h;
 }
 
-// dst [nrows_dst][dim_dst] from source rows src_row(r) (nullptr: a zero row) of dim_src elements.
-template <typename U, typename SrcRow>
-void pack(std::vector<U>& dst, int64_t nrows_dst, int64_t dim_dst, int64_t dim_src, DType d, SrcRow src_row) {
-  dst.resize(static_cast<size_t>(nrows_dst * dim_dst));
+// dst [src.size()][dim_dst] from source rows src[r] (nullptr: a zero row) of dim_src elements.
+template <typename U>
+void pack(std::vector<U>& dst, const std::vector<const float*>& src, int64_t dim_dst, int64_t dim_src, DType d) {
+  const int64_t nrows = static_cast<int64_t>(src.size());
+  dst.resize(static_cast<size_t>(nrows * dim_dst));
   bool bad = false;
 #pragma omp parallel for schedule(static) reduction(|| : bad)
-  for (int64_t r = 0; r < nrows_dst; ++r) {
+  for (int64_t r = 0; r < nrows; ++r) {
     U* out = dst.data() + r * dim_dst;
-    const float* src = src_row(r);
+    const float* row = src[static_cast<size_t>(r)];
     int64_t c = 0;
-    if (src) {
+    if (row) {
       try {
-        for (; c < dim_src; ++c) out[c] = narrow<U>(src[c], d);
+        for (; c < dim_src; ++c) out[c] = narrow<U>(row[c], d);
       } catch (const NotRepresentable&) {
         bad = true;
       }
@@ -215,19 +292,7 @@ void pack(std::vector<U>& dst, int64_t nrows_dst, int64_t dim_dst, int64_t dim_s
 }
 
 void upload(void* dst, const void* src, size_t bytes, cudaStream_t st) {
-  FCO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));
-}
-
-// Results of a piece: o (and lse) rows [bh0, bh0 + nbh) × [r0, r0 + nr) of [B·Hq][num_rows][width].
-template <typename T>
-void download(T* dst, const T* src, const Piece& pc, int64_t num_rows, int64_t width, cudaStream_t st) {
-  const size_t row_bytes = static_cast<size_t>(pc.nr * width) * sizeof(T);
-  T* first = dst + (pc.bh0 * num_rows + pc.r0) * width;
-  if (pc.nr == num_rows)
-    FCO_CUDA(cudaMemcpyAsync(first, src, row_bytes * static_cast<size_t>(pc.nbh), cudaMemcpyDeviceToHost, st));
-  else
-    FCO_CUDA(cudaMemcpy2DAsync(first, static_cast<size_t>(num_rows * width) * sizeof(T), src, row_bytes, row_bytes,
-                               static_cast<size_t>(pc.nbh), cudaMemcpyDeviceToHost, st));
+  if (bytes) FCO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));
 }
 
 struct Outputs {
@@ -236,108 +301,195 @@ struct Outputs {
   std::vector<float>* o32 = nullptr;   // baseline
 };
 
+// The host side of one piece: descriptors and packed inputs (kernels.h's layout).
+template <typename U>
+struct Packed {
+  std::vector<go::Row> rows;
+  std::vector<go::Tile> tiles;
+  std::vector<int64_t> block0;
+  std::vector<const float*> qsrc, ksrc, vsrc;  // source row of every packed row (nullptr: zeros)
+  std::vector<U> q, k, v;
+};
+
+template <typename U>
+void pack_piece(const Job& j, const Piece& pc, Packed<U>& h) {
+  const Problem& p = j.p;
+  const int64_t nt = static_cast<int64_t>(pc.t1 - pc.t0), tm = j.tm;
+  h.tiles.assign(static_cast<size_t>(nt), {});
+  h.block0.assign(static_cast<size_t>(nt) + 1, 0);
+  h.rows.assign(static_cast<size_t>(nt * tm), {});
+  h.qsrc.assign(static_cast<size_t>(nt * tm), nullptr);
+  h.ksrc.clear();
+  h.vsrc.clear();
+  const bool fp8 = is_fp8(p.dtype);
+  // Tiles and K/V regions (serial: regions follow the tiles' order).
+  int64_t s_off = 0, run_b = -1, run_hk = -1;
+  size_t run_first = 0;  // first tile of the current region
+  auto close_region = [&](size_t end) {
+    if (run_b < 0) return;
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
+    for (size_t x = run_first; x < end; ++x)
+      if (h.tiles[x].ncols > 0) lo = std::min(lo, h.tiles[x].key0), hi = std::max(hi, h.tiles[x].key0 + h.tiles[x].ncols);
+    const int64_t base = static_cast<int64_t>(h.ksrc.size());
+    for (size_t x = run_first; x < end; ++x)
+      if (h.tiles[x].ncols > 0) h.tiles[x].kv_row = base + h.tiles[x].key0 - lo;
+    const int64_t skv = j.seqs.skv(run_b);
+    for (int64_t key = lo; key < hi; ++key) {
+      const bool real = key < skv;
+      h.ksrc.push_back(real ? j.in.k.data() + j.seqs.k_row(run_b, run_hk, key) : nullptr);
+      h.vsrc.push_back(real ? j.in.v.data() + j.seqs.v_row(run_b, run_hk, key) : nullptr);
+    }
+  };
+  for (int64_t x = 0; x < nt; ++x) {
+    const HostTile& ht = j.tiles[pc.t0 + static_cast<size_t>(x)];
+    go::Tile& t = h.tiles[static_cast<size_t>(x)];
+    t.s_off = s_off;
+    t.key0 = ht.key0;
+    t.ncols = ht.ncols;
+    t.b = ht.b;
+    t.d = alignment_offset(p, j.seqs.sq(ht.b), j.seqs.skv(ht.b));
+    if (fp8) {
+      t.q_descale = static_cast<float>(descale_of(p, j.in.descale_q, ht.b, ht.hk));
+      t.k_descale = static_cast<float>(descale_of(p, j.in.descale_k, ht.b, ht.hk));
+      t.v_descale = static_cast<float>(descale_of(p, j.in.descale_v, ht.b, ht.hk));
+      t.qk_descale = t.q_descale * t.k_descale;  // rounded to fp32, as the baseline multiplies
+    }
+    s_off += tm * ht.ncols;
+    h.block0[static_cast<size_t>(x) + 1] = h.block0[static_cast<size_t>(x)] + ht.ncols / tm;
+    if (ht.ncols > 0 && (ht.b != run_b || ht.hk != run_hk)) {
+      close_region(static_cast<size_t>(x));
+      run_b = ht.b, run_hk = ht.hk, run_first = static_cast<size_t>(x);
+    }
+  }
+  close_region(static_cast<size_t>(nt));
+  // Rows: each entry's query row, visible keys and result row; padding rows see nothing.
+#pragma omp parallel for schedule(static)
+  for (int64_t x = 0; x < nt; ++x) {
+    const HostTile& ht = j.tiles[pc.t0 + static_cast<size_t>(x)];
+    for (int64_t r = 0; r < tm; ++r) {
+      go::Row& row = h.rows[static_cast<size_t>(x * tm + r)];
+      row.h = static_cast<int32_t>(j.head_of(ht, ht.e0));
+      if (r >= ht.n) continue;
+      const int64_t e = ht.e0 + r, head = j.head_of(ht, e), i = j.row_of(ht, e);
+      const KeyRange kr = visible_range(p, ht.b, i);
+      row.i = i;
+      row.lo = kr.lo;
+      row.hi = kr.empty() ? kr.lo : kr.hi;
+      row.out = ht.out0 + r - pc.out0;
+      row.h = static_cast<int32_t>(head);
+      h.qsrc[static_cast<size_t>(x * tm + r)] = j.in.q.data() + j.seqs.q_row(ht.b, head, i);
+    }
+  }
+  pack(h.q, h.qsrc, j.dqk_pad, p.head_dim_qk, p.dtype);
+  pack(h.k, h.ksrc, j.dqk_pad, p.head_dim_qk, p.dtype);
+  pack(h.v, h.vsrc, j.dv_pad, p.head_dim_v, p.dtype);
+}
+
+// One device allocation for the largest piece, carved into kernels.h's buffers per piece.
+struct Carve {
+  char* at;
+  template <typename T>
+  T* take(int64_t bytes) {
+    T* r = reinterpret_cast<T*>(at);
+    at += round_up(bytes, 256);
+    return r;
+  }
+};
+
 template <typename U>
 void run_pieces(Job& j, Outputs out) {
   const Problem& p = j.p;
   auto& timing = t_last;
-  const Plan plan = plan_pieces(j, memory_budget());
-  timing.pieces = static_cast<int>(plan.pieces.size());
-  const int64_t nrows = static_cast<int64_t>(j.rows.size());
-  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
-  const int64_t es = j.elem_bytes;
+  double most_bytes = 0;
+  const std::vector<Piece> pieces = plan_pieces(j, memory_budget(), &most_bytes);
+  timing.pieces = static_cast<int>(pieces.size());
+  const int64_t dv = p.head_dim_v;
+  const bool oracle = j.oracle();
 
-  // Buffers for the largest piece, reused by every piece.
-  const int64_t nr_pad_max = round_up(plan.nr, 128);
-  const int64_t nkv_max = kv_heads_spanned(p, plan.nbh);
   auto t0 = Clock::now();
-  const int64_t q_bytes = plan.nbh * nr_pad_max * j.dqk_pad * es;
-  const int64_t k_bytes = nkv_max * j.skv_pad * j.dqk_pad * es, v_bytes = nkv_max * j.skv_pad * j.dv_pad * es;
-  const int64_t cells = plan.nbh * nr_pad_max * j.skv_pad;
-  const bool oracle = j.pipeline == Pipeline::oracle;
-  const int64_t s_bytes = cells * (oracle ? 8 : 4);
-  const int64_t pmax_bytes = plan.nbh * nr_pad_max * (j.skv_pad / (oracle ? 64 : 128)) * (oracle ? 8 : 4);
-  const int64_t stats_bytes = oracle ? plan.nbh * plan.nr * 8 : 2 * plan.nbh * nr_pad_max * 4;  // lse | m, l
-  const int64_t o_bytes = plan.nbh * plan.nr * dv * (oracle ? 8 : 4);
-  DeviceMemory d_q(q_bytes), d_k(k_bytes), d_v(v_bytes), d_rows(nr_pad_max * 8), d_s(s_bytes), d_pmax(pmax_bytes),
-      d_stats(stats_bytes), d_o(o_bytes);
-  timing.device_bytes = q_bytes + k_bytes + v_bytes + nr_pad_max * 8 + s_bytes + pmax_bytes + stats_bytes + o_bytes;
+  DeviceMemory arena(static_cast<size_t>(most_bytes));
+  // ALiBi slopes and sinks, the same for every piece.
+  const size_t slope_bytes = j.in.alibi_slopes.size() * sizeof(float), sink_bytes = j.in.sinks.size() * sizeof(float);
+  DeviceMemory d_side(slope_bytes + sink_bytes + 16);
+  timing.device_bytes = static_cast<int64_t>(most_bytes + static_cast<double>(slope_bytes + sink_bytes));
   timing.alloc_ms += ms_since(t0);
 
   StreamAndEvents se;
-  std::vector<U> hq, hk, hv;
-  std::vector<int64_t> hrows;
-  const DType dt = p.dtype;
-  const go::Round rd = dt == DType::bf16 ? go::Round::bf16 : dt == DType::f16 ? go::Round::f16 : go::Round::f32;
+  upload(d_side.as<char>(), j.in.alibi_slopes.data(), slope_bytes, se.stream);
+  upload(d_side.as<char>() + slope_bytes, j.in.sinks.data(), sink_bytes, se.stream);
+  go::Params prm;
+  prm.heads_q = p.heads_q;
+  prm.dqk = p.head_dim_qk;
+  prm.dqk_pad = j.dqk_pad;
+  prm.dv = dv;
+  prm.dv_pad = j.dv_pad;
+  prm.scale = p.softmax_scale();
+  prm.softcap = p.softcap;
+  prm.alibi = p.alibi == Alibi::none ? 0 : p.alibi == Alibi::symmetric ? 1 : 2;
+  prm.alibi_per_batch = p.alibi_per_batch;
+  prm.slopes = p.alibi != Alibi::none ? reinterpret_cast<const float*>(d_side.as<char>()) : nullptr;
+  prm.sinks = p.sinks ? reinterpret_cast<const float*>(d_side.as<char>() + slope_bytes) : nullptr;
+  prm.fp8 = is_fp8(p.dtype);
+  const DType od = p.o_dtype();
+  const go::Round rd = od == DType::bf16 ? go::Round::bf16 : od == DType::f16 ? go::Round::f16 : go::Round::f32;
 
-  for (const Piece& pc : plan.pieces) {
-    go::Geom g;
-    g.nbh = pc.nbh;
-    g.bh0 = pc.bh0;
-    g.bkv0 = kv_index(p, pc.bh0);
-    const int64_t nkv = kv_index(p, pc.bh0 + pc.nbh - 1) - g.bkv0 + 1;
-    g.heads_q = p.heads_q;
-    g.heads_kv = p.heads_kv;
-    g.nr = pc.nr;
-    g.nr_pad = round_up(pc.nr, 128);
-    g.seq_q = p.seq_q;
-    g.seq_kv = p.seq_kv;
-    g.skv_pad = j.skv_pad;
-    g.dqk = dqk;
-    g.dqk_pad = j.dqk_pad;
-    g.dv = dv;
-    g.dv_pad = j.dv_pad;
-    g.causal = p.causal == Causal::none ? 0 : p.causal == Causal::top_left ? 1 : 2;
-    g.scale = p.softmax_scale();
-
-    // Pack: gathered query rows (zero past nr), keys and values padded with zeros.
+  Packed<U> h;
+  for (const Piece& pc : pieces) {
     t0 = Clock::now();
-    const int64_t* rows = j.rows.data() + pc.r0;
-    pack(hq, pc.nbh * g.nr_pad, j.dqk_pad, dqk, dt, [&](int64_t r) -> const float* {
-      const int64_t lbh = r / g.nr_pad, lr = r % g.nr_pad;
-      if (lr >= pc.nr) return nullptr;
-      return j.in.q.data() + ((pc.bh0 + lbh) * p.seq_q + rows[lr]) * dqk;
-    });
-    auto kv_row = [&](const std::vector<float>& src, int64_t width) {
-      return [&src, width, &g, &p](int64_t r) -> const float* {
-        const int64_t lkv = r / g.skv_pad, key = r % g.skv_pad;
-        if (key >= p.seq_kv) return nullptr;
-        return src.data() + ((g.bkv0 + lkv) * p.seq_kv + key) * width;
-      };
-    };
-    pack(hk, nkv * j.skv_pad, j.dqk_pad, dqk, dt, kv_row(j.in.k, dqk));
-    pack(hv, nkv * j.skv_pad, j.dv_pad, dv, dt, kv_row(j.in.v, dv));
-    hrows.resize(static_cast<size_t>(g.nr_pad));
-    for (int64_t r = 0; r < g.nr_pad; ++r) hrows[static_cast<size_t>(r)] = rows[std::min(r, pc.nr - 1)];
+    pack_piece(j, pc, h);
     timing.pack_ms += ms_since(t0);
 
+    PieceSize ps(j, pc.t0);
+    for (size_t t = pc.t0; t < pc.t1; ++t) ps.add(j.tiles[t]);
+    const std::vector<int64_t> sz = ps.buffers();
+    Carve c{arena.as<char>()};
+    void* d_q = c.take<void>(sz[0]);
+    void* d_k = c.take<void>(sz[1]);
+    void* d_v = c.take<void>(sz[2]);
+    go::Row* d_rows = c.take<go::Row>(sz[3]);
+    go::Tile* d_tiles = c.take<go::Tile>(sz[4]);
+    int64_t* d_block0 = c.take<int64_t>(sz[5]);
+    void* d_s = c.take<void>(sz[6]);
+    void* d_pmax = c.take<void>(sz[7]);
+    void* d_o = c.take<void>(sz[8]);
+    void* d_stats = c.take<void>(sz[9]);
+
     t0 = Clock::now();
-    upload(d_q.as<void>(), hq.data(), hq.size() * sizeof(U), se.stream);
-    upload(d_k.as<void>(), hk.data(), hk.size() * sizeof(U), se.stream);
-    upload(d_v.as<void>(), hv.data(), hv.size() * sizeof(U), se.stream);
-    upload(d_rows.as<void>(), hrows.data(), hrows.size() * sizeof(int64_t), se.stream);
+    upload(d_q, h.q.data(), h.q.size() * sizeof(U), se.stream);
+    upload(d_k, h.k.data(), h.k.size() * sizeof(U), se.stream);
+    upload(d_v, h.v.data(), h.v.size() * sizeof(U), se.stream);
+    upload(d_rows, h.rows.data(), h.rows.size() * sizeof(go::Row), se.stream);
+    upload(d_tiles, h.tiles.data(), h.tiles.size() * sizeof(go::Tile), se.stream);
+    upload(d_block0, h.block0.data(), h.block0.size() * sizeof(int64_t), se.stream);
     // Poison the outputs (all-ones bytes are NaN in fp32 and fp64): an element no kernel writes
     // reads as NaN and fails every comparison instead of passing as a stale value.
-    FCO_CUDA(cudaMemsetAsync(d_o.as<void>(), 0xff, static_cast<size_t>(pc.nbh * pc.nr * dv) * (oracle ? 8 : 4),
-                             se.stream));
-    FCO_CUDA(cudaMemsetAsync(d_stats.as<void>(), 0xff, static_cast<size_t>(stats_bytes), se.stream));
+    if (sz[8]) FCO_CUDA(cudaMemsetAsync(d_o, 0xff, static_cast<size_t>(sz[8]), se.stream));
+    if (sz[9]) FCO_CUDA(cudaMemsetAsync(d_stats, 0xff, static_cast<size_t>(sz[9]), se.stream));
     FCO_CUDA(cudaStreamSynchronize(se.stream));
     timing.h2d_ms += ms_since(t0);
 
+    go::Geom g;
+    g.p = prm;
+    g.tiles = d_tiles;
+    g.rows = d_rows;
+    g.block0 = d_block0;
+    g.ntiles = static_cast<int64_t>(pc.t1 - pc.t0);
+    g.score_blocks = pc.score_blocks;
+    g.nout = pc.out_rows;
+    timing.score_blocks += pc.score_blocks;
+
     FCO_CUDA(cudaEventRecord(se.start, se.stream));
-    const int64_t* drows = d_rows.as<int64_t>();
     if (oracle) {
-      go::launch_f64_scores(j.elem, d_q.as<void>(), d_k.as<void>(), drows, d_s.as<double>(), d_pmax.as<double>(), g,
-                            se.stream);
-      go::launch_f64_pv(j.elem, d_s.as<double>(), d_pmax.as<double>(), d_v.as<void>(), drows, d_o.as<double>(),
-                        d_stats.as<double>(), g, se.stream);
+      go::launch_f64_scores(j.elem, d_q, d_k, static_cast<double*>(d_s), static_cast<double*>(d_pmax), g, se.stream);
+      go::launch_f64_pv(j.elem, static_cast<double*>(d_s), static_cast<double*>(d_pmax), d_v, static_cast<double*>(d_o),
+                        static_cast<double*>(d_stats), g, se.stream);
     } else {
-      float* m = d_stats.as<float>();
-      float* l = m + pc.nbh * g.nr_pad;
-      go::launch_baseline_scores(j.elem, rd, d_q.as<void>(), d_k.as<void>(), drows, d_s.as<float>(),
-                                 d_pmax.as<float>(), g, se.stream);
-      go::launch_baseline_stats(d_s.as<float>(), d_pmax.as<float>(), drows, m, l, g, se.stream);
-      go::launch_baseline_pv(j.elem, rd, d_s.as<float>(), m, l, d_v.as<void>(), drows, d_o.as<float>(), g,
-                             se.stream);
+      float* m = static_cast<float*>(d_stats);
+      float* l = m + g.ntiles * j.tm;
+      go::launch_baseline_scores(j.elem, rd, d_q, d_k, static_cast<float*>(d_s), static_cast<float*>(d_pmax), g,
+                                 se.stream);
+      go::launch_baseline_stats(static_cast<float*>(d_s), static_cast<float*>(d_pmax), m, l, g, se.stream);
+      go::launch_baseline_pv(j.elem, rd, static_cast<float*>(d_s), m, l, d_v, static_cast<float*>(d_o), g, se.stream);
     }
     FCO_CUDA(cudaEventRecord(se.stop, se.stream));
     FCO_CUDA(cudaEventSynchronize(se.stop));
@@ -345,12 +497,16 @@ void run_pieces(Job& j, Outputs out) {
     FCO_CUDA(cudaEventElapsedTime(&kms, se.start, se.stop));
     timing.kernel_ms += kms;
 
+    // The piece's result rows are contiguous (HostTile): one copy each.
     t0 = Clock::now();
+    const size_t n = static_cast<size_t>(pc.out_rows);
     if (oracle) {
-      download(out.o->data(), d_o.as<double>(), pc, nrows, dv, se.stream);
-      download(out.lse->data(), d_stats.as<double>(), pc, nrows, 1, se.stream);
+      FCO_CUDA(cudaMemcpyAsync(out.o->data() + pc.out0 * dv, d_o, n * static_cast<size_t>(dv) * 8, cudaMemcpyDeviceToHost,
+                               se.stream));
+      FCO_CUDA(cudaMemcpyAsync(out.lse->data() + pc.out0, d_stats, n * 8, cudaMemcpyDeviceToHost, se.stream));
     } else {
-      download(out.o32->data(), d_o.as<float>(), pc, nrows, dv, se.stream);
+      FCO_CUDA(cudaMemcpyAsync(out.o32->data() + pc.out0 * dv, d_o, n * static_cast<size_t>(dv) * 4,
+                               cudaMemcpyDeviceToHost, se.stream));
     }
     FCO_CUDA(cudaStreamSynchronize(se.stream));
     timing.d2h_ms += ms_since(t0);
@@ -361,38 +517,35 @@ void require_available() {
   if (auto why = gpu_oracle_unavailable()) throw std::runtime_error("GPU oracle unavailable: " + *why);
 }
 
-// The checks naive_attention makes, with the same messages.
-std::vector<int64_t> checked_rows(const Problem& p, const Inputs& in, std::span<const int64_t> rows,
-                                  const char* who) {
+// The checks naive_attention makes.
+void check_call(const Problem& p, const Inputs& in, const RowSet& rows, const char* who) {
   validate(p);
+  validate_side_inputs(p, in);
   if (static_cast<int64_t>(in.q.size()) != p.q_elems() || static_cast<int64_t>(in.k.size()) != p.k_elems() ||
       static_cast<int64_t>(in.v.size()) != p.v_elems())
     throw std::invalid_argument(std::string(who) + ": input sizes do not match the problem");
-  std::vector<int64_t> out(rows.begin(), rows.end());
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] < 0 || out[i] >= p.seq_q) throw std::out_of_range(std::string(who) + ": row out of range");
-    if (i && out[i] <= out[i - 1]) throw std::invalid_argument(std::string(who) + ": rows must be ascending");
+  if (rows.batch() != p.batch) throw std::invalid_argument(std::string(who) + ": the row set is for another batch size");
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const auto r = rows.rows_of(b);
+    if (!r.empty() && (r.front() < 0 || r.back() >= p.sq(b)))
+      throw std::out_of_range(std::string(who) + ": a row of sequence " + std::to_string(b) + " is outside [0, " +
+                              std::to_string(p.sq(b)) + ")");
   }
-  if (out.empty()) {
-    out.resize(static_cast<size_t>(p.seq_q));
-    for (int64_t i = 0; i < p.seq_q; ++i) out[static_cast<size_t>(i)] = i;
-  }
-  return out;
 }
 
-// Runs the pipeline narrow (inputs in their dtype: half the upload of fp32 for bf16/f16) and falls
-// back to fp32 packing only for inputs that break the representability contract.
+// Runs the pipeline narrow (inputs in their dtype: half the upload of fp32 for bf16/f16, fp8 as
+// f16) and falls back to fp32 packing only for inputs that break the representability contract.
 void run(Job& j, Outputs out, Clock::time_point t0) {
-  j.skv_pad = round_up(j.p.seq_kv, 128);
   j.dqk_pad = round_up(j.p.head_dim_qk, 16);
   const int64_t dv = j.p.head_dim_v;
-  if (j.pipeline == Pipeline::oracle) {
+  if (j.oracle()) {
     int64_t w = 32;
     while (w < dv && w < 256) w *= 2;
     j.dv_pad = dv <= 256 ? w : round_up(dv, 256);
   } else {
     j.dv_pad = dv <= 32 ? 32 : dv <= 64 ? 64 : round_up(dv, 128);
   }
+  plan_tiles(j);
   bool narrow16 = j.p.dtype != DType::f32;
   for (;;) {
     try {
@@ -462,31 +615,43 @@ std::optional<std::string> gpu_oracle_unavailable() {
   return why;
 }
 
-OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSet& rows) {
   const auto t0 = Clock::now();
   t_last = {};
-  std::vector<int64_t> all = checked_rows(p, in, rows, "naive_attention_gpu");
+  check_call(p, in, rows, "naive_attention_gpu");
   require_available();
   OracleResult r;
-  r.rows = RowSet::same(p, rows);
-  r.o = big_vector<double>(static_cast<size_t>(p.batch * p.heads_q * r.num_rows() * p.head_dim_v));
-  r.lse.resize(static_cast<size_t>(p.batch * p.heads_q * r.num_rows()));
+  r.rows = rows;
+  r.o = big_vector<double>(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v));
+  r.lse.resize(static_cast<size_t>(rows.total() * p.heads_q));
   t_last.result_alloc_ms = ms_since(t0);
-  Job j{p, in, Pipeline::oracle, std::move(all)};
+  if (rows.total() == 0) return r;
+  Job j(p, in, Pipeline::oracle, rows);
   run(j, {&r.o, &r.lse, nullptr}, t0);
   return r;
 }
 
-std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+  validate(p);
+  return naive_attention_gpu(p, in, RowSet::same(p, rows));
+}
+
+std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const RowSet& rows) {
   const auto t0 = Clock::now();
   t_last = {};
-  std::vector<int64_t> all = checked_rows(p, in, rows, "dtype_baseline_gpu");
+  check_call(p, in, rows, "dtype_baseline_gpu");
   require_available();
-  std::vector<float> o = big_vector<float>(static_cast<size_t>(p.batch * p.heads_q * static_cast<int64_t>(all.size()) * p.head_dim_v));
+  std::vector<float> o = big_vector<float>(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v));
   t_last.result_alloc_ms = ms_since(t0);
-  Job j{p, in, Pipeline::baseline, std::move(all)};
+  if (rows.total() == 0) return o;
+  Job j(p, in, Pipeline::baseline, rows);
   run(j, {nullptr, nullptr, &o}, t0);
   return o;
+}
+
+std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {
+  validate(p);
+  return dtype_baseline_gpu(p, in, RowSet::same(p, rows));
 }
 
 namespace gpu_oracle_detail {

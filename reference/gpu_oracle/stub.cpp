@@ -10,7 +10,15 @@ std::optional<std::string> gpu_oracle_unavailable() {
   return std::string("flashcheck was built without CUDA (no nvcc found at configure time, or FLASHCHECK_CUDA=OFF)");
 }
 
+OracleResult naive_attention_gpu(const Problem&, const Inputs&, const RowSet&) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
 OracleResult naive_attention_gpu(const Problem&, const Inputs&, std::span<const int64_t>) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+std::vector<float> dtype_baseline_gpu(const Problem&, const Inputs&, const RowSet&) {
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 

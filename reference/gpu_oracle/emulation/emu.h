@@ -56,6 +56,18 @@ inline float __fdiv_rn(float a, float b) {
   volatile float r = a / b;
   return r;
 }
+inline double __dadd_rn(double a, double b) {
+  volatile double r = a + b;
+  return r;
+}
+inline double __dmul_rn(double a, double b) {
+  volatile double r = a * b;
+  return r;
+}
+inline double __ddiv_rn(double a, double b) {
+  volatile double r = a / b;
+  return r;
+}
 
 namespace fco_emu {
 

@@ -1,0 +1,70 @@
+// The file contract of `flashcheck check`, both ways: a safetensors file a kernel's harness wrote
+// (in any language) read into a problem, its inputs and the kernel's output in the logical layout
+// (reference/sequences.h), and the same file written from them (goldens, tests).
+//
+// Tensors (shapes follow metadata `layout`; B batch, S sequence, H heads, D head dim, T tokens):
+//   q  bhsd [B,Hq,Sq,Dqk] | bshd [B,Sq,Hq,Dqk] | thd [Tq(+padding),Hq,Dqk]
+//   k  as q with Hkv and Skv (Tk), or a paged cache [num_pages, page_size, Hkv, Dqk] with block_table
+//   v  as k with Dv;   o as q with Dv;   lse (F32) [B,Hq,Sq], thd [Hq, Tq(+padding)]
+//   q, k, v share one dtype (F32, F16, BF16, F8_E4M3, F8_E5M2); o is that dtype, or BF16/F16 for fp8.
+//   cu_seqlens_q, cu_seqlens_k (I32/I64, B+1, from 0, non-decreasing): thd sequences; rows past the
+//     last entry are padding (never read into the inputs, never judged in o, checked untouched).
+//   seqused_k (B): keys each sequence uses (≤ stored). cache_seqlens (B): with block_table the
+//     cache length of each sequence, without it the same as seqused_k (a dense KV cache).
+//   block_table (I32/I64 [B, max_pages]): pages of each sequence in k/v; entries past a sequence's
+//     last page are not read.
+//   alibi_slopes (F32 [Hq] or [B,Hq]), sinks (F32 [Hq]), q_descale/k_descale/v_descale (F32 [1] or
+//     [B,Hkv]; fp8 only; one missing counts as 1).
+// Metadata (strings): causal (none|top_left|bottom_right), scale, layout (bhsd|bshd|thd; thd implied
+//   by cu_seqlens_q), window ("left,right", −1 unbounded) in window_convention (inclusive, the
+//   default, or left_exclusive: cuDNN's and xformers' left bound, converted), softcap, alibi
+//   (symmetric|signed: required with alibi_slopes, never guessed), alibi_lse (exact|key_offset),
+//   lse_base (e|2), empty_row_lse (-inf|+inf).
+#pragma once
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reference/inputs.h"
+#include "reference/problem.h"
+#include "verify/judge.h"
+#include "verify/safetensors.h"
+
+namespace flashcheck {
+
+// A file read: everything the judge needs, in the logical layout.
+struct CheckFileCase {
+  Problem problem;
+  Inputs inputs;                          // queries and used keys only: padding and unused pages gone
+  std::vector<float> o;                   // the kernel's o, widened (poison kept)
+  std::optional<std::vector<float>> lse;  // the kernel's lse as written (in its declared base)
+  Declared declared;                      // lse base, empty-row LSE, ALiBi LSE (tiles: the caller's)
+  std::optional<int64_t> padding_written; // poisoned padding of o/lse the kernel overwrote (KernelOutput)
+  std::vector<std::string> notes;         // what was converted or not judged, for the report
+};
+
+// Reads the file's problem, inputs and outputs. Tensor payloads are released from `f` as they are
+// widened (files reach gigabytes). Throws CannotTest naming the tensor or metadata key at fault;
+// NaN/Inf in any input a row can see is refused unless `allow_nonfinite_inputs` (padding rows and
+// unused pages never count). `lap` (optional) is called after each phase, for --timings.
+CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs,
+                              const std::function<void(const char*)>& lap = {});
+
+struct CheckFileWriteOptions {
+  int64_t pad_q = 0, pad_kv = 0;  // thd: padding tokens after the last sequence of q/o/lse and of k/v
+  bool poison_padding = true;     // padding of o and lse holds flashcheck's poison (else zeros)
+  float input_fill = NAN;         // padding rows, unused pages and unused keys of q, k, v
+  StDType index_dtype = StDType::I32;
+  bool o_f32 = false;             // also `o_f32`: o before rounding to its dtype (goldens)
+};
+
+// The file a kernel's harness would write for this problem: inputs and outputs (logical layout) in
+// the problem's storage layout, the side tensors of its variants and the metadata above (causal,
+// scale, layout, window, softcap, alibi; the caller adds lse_base and the rest). A paged cache's
+// pages are laid out by in.block_table.
+SafetensorsFile make_check_file(const Problem& p, const Inputs& in, std::span<const float> o,
+                                const std::vector<float>* lse, const CheckFileWriteOptions& opt = {});
+
+}  // namespace flashcheck
