@@ -328,10 +328,11 @@ class CallbackVariant final : public Variant {
       : name_(std::move(name)), caps_(std::move(caps)), fn_(fn), user_(user) {}
   std::string name() const override { return name_; }
   const Capabilities& caps() const override { return caps_; }
-  void forward(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse, void*) const override {
+  // Its capabilities declare no variant: the buffers are the plain problem's contiguous BHSD ones.
+  void forward(const Problem& p, const KernelArgs& args) const override {
     const fc_attention a = to_c(p, true);
     g_callback_error.clear();
-    const int32_t rc = fn_(user_, &a, q, k, v, o, lse);
+    const int32_t rc = fn_(user_, &a, args.q.data, args.k.data, args.v.data, args.o.data, static_cast<float*>(args.lse.data));
     // The callback's message enters reports and the campaign's log here, where it becomes one
     // printable line: it may hold anything (bytes that are not UTF-8, escapes, a fake line).
     const std::string said = printable_line(g_callback_error);

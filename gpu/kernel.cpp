@@ -47,6 +47,13 @@ std::optional<std::string> Capabilities::refusal(const Problem& p) const {
   if (p.paged() && !page_sizes.empty() && !has(page_sizes, p.page_size)) return "page size " + std::to_string(p.page_size);
   if (is_fp8(p.dtype) && !has(out_dtypes, p.o_dtype())) return "output dtype " + std::string(to_string(p.o_dtype()));
   if (p.descale != Descale::none && !has(descales, p.descale)) return "descale " + std::string(to_string(p.descale));
+  // Lengths reach kernels as int32 (cu_seqlens, seqused_kv, cache_seqlens, as FlashAttention's):
+  // a batch past that cannot be handed to any kernel.
+  int64_t stored_kv = 0;
+  for (int64_t b = 0; b < p.batch && b < static_cast<int64_t>(p.seqlens_kv.size()); ++b) stored_kv += p.skv_stored(b);
+  if (p.layout == Layout::thd && (p.total_q() > INT32_MAX || stored_kv > INT32_MAX))
+    return "sequence lengths past the int32 entries of cu_seqlens (at most 2147483647 tokens)";
+  if ((p.paged() || !p.seqused_kv.empty()) && p.seq_kv > INT32_MAX) return "keys per sequence past int32 (cache_seqlens, seqused_kv)";
   // Device kernels launch (q-tiles, heads, batch) grids, and declare how far their indexing goes.
   if (memory == Memory::device && (p.heads_q > 65535 || p.batch > 65535)) return "heads or batch beyond the grid's 65535";
   const int64_t largest = std::max({p.q_elems(), p.k_elems(), p.v_elems(), p.o_elems()});

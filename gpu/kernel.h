@@ -100,7 +100,18 @@ struct KernelArgs {
   int64_t num_pages = 0, max_pages_per_seq = 0;
   void* stream = nullptr;
 };
+// The Problem a LaunchFn2 is handed states its window in the kernel's declared convention
+// (Capabilities::window_convention, converted by window_in below); everything else is as judged.
 using LaunchFn2 = void (*)(const Problem& p, const KernelArgs& a);
+
+// A window as a kernel of convention `c` takes it: the problem states flashcheck's inclusive
+// bounds; a left-exclusive kernel (cuDNN's left_bound, xformers) is handed left + 1 for a bounded
+// left side. The one conversion behind built-in launches, the plugin ABI and kernel modules.
+inline Window window_in(const Window& w, WindowConvention c) {
+  // INT64_MAX stays: it reaches past any sequence either way, and + 1 would overflow.
+  if (c == WindowConvention::left_exclusive && w.left >= 0 && w.left < INT64_MAX) return {w.left + 1, w.right};
+  return w;
+}
 
 struct KernelDef {
   std::string name;

@@ -17,7 +17,7 @@ BenchResult bench_variant(const Variant& v, const Problem& p, int warmup, int it
   const Inputs in = make_inputs(p, 12345, Dist::uniform);  // random, never zeros; cheap to draw at 1e9 elements
   const bool dev = v.caps().memory == Memory::device;
   StagedProblem st(v.caps().memory, p, in);
-  auto once = [&] { st.launch(v, p); };
+  auto once = [&] { st.launch(v); };
   std::vector<double> ms;
   for (int i = 0; i < warmup + iters; ++i) {
     double t;

@@ -215,6 +215,8 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
     } catch (const Declined& e) {
       out.skipped = e.what();
       return out;
+    } catch (const InvalidProblem&) {
+      throw;  // the problem or its inputs cannot be staged: nothing was tested (125), as isolated
     } catch (const std::exception& e) {
       out.error = e.what();
       unjudged("kernel_error", e.what());

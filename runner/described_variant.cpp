@@ -113,7 +113,7 @@ class DescribedVariant final : public Variant {
   std::optional<std::string> unsupported(const Problem&) const override {
     throw std::logic_error("kernel '" + name_ + "' is loaded only in its worker process: ask its KernelWorker::supports()");
   }
-  void forward(const Problem&, const void*, const void*, const void*, void*, float*, void*) const override {
+  void forward(const Problem&, const KernelArgs&) const override {
     throw std::logic_error("kernel '" + name_ + "' is loaded only in its worker process: run it through its KernelWorker");
   }
 

@@ -1,35 +1,40 @@
 #include "runner/harness.h"
 
-#include <cstring>
-#include <vector>
+#include <stdexcept>
+#include <string>
 
 #include "runner/device.h"
 #include "runner/staged_problem.h"
-#include "verify/metrics.h"
 
 namespace flashcheck {
 
 HarnessResult run_variant(const Variant& v, const Problem& p, const Inputs& in) {
-  validate(p);
   const Capabilities& caps = v.caps();
-  StagedProblem st(caps.memory, p, in);
+  StagedProblem st(caps.memory, p, in);  // validates the problem and its inputs (InvalidProblem)
   // Outputs are poisoned in st; shared memory too, so leftovers of earlier kernels cannot pass for
   // data a kernel never loaded (not in bench: timing measures the kernel alone).
   if (caps.memory == Memory::device) device::poison_shared_memory();
-  st.launch(v, p);
+  st.launch(v);
   if (caps.memory == Memory::device) device::synchronize();
-  st.o.download();
-  st.lse.download();
-
-  HarnessResult r;
-  r.oob_writes = st.o.damaged_guard_bytes() + st.lse.damaged_guard_bytes();
-  r.o.resize(static_cast<size_t>(p.o_elems()));
-  decode(p.dtype, st.o.payload_host(), p.o_elems(), r.o.data());
-  if (caps.lse_base != LseBase::none) {
-    std::vector<float> l(static_cast<size_t>(p.lse_elems()));
-    std::memcpy(l.data(), st.lse.payload_host(), l.size() * 4);
-    r.lse = std::move(l);
+  int64_t oob = 0;
+  for (auto& b : st.buf)
+    if (b) {
+      b->download();  // inputs too: they are compared with what was staged
+      oob += b->damaged_guard_bytes();
+    }
+  // Inputs are the caller's data (a real caller's q may be its KV cache): a kernel that writes one
+  // fails, naming where. Isolated host kernels fault on such a write (their inputs are mapped
+  // read-only); this catches it in-process and on the device, at the cost of one comparison.
+  for (int b = 0; b < kStagedBuffers; ++b) {
+    if (is_output_buffer(b) || !st.buf[static_cast<size_t>(b)]) continue;
+    const int64_t at = st.staging.changed_byte(b, st.buffer(b).payload_host());
+    if (at >= 0)
+      throw std::runtime_error("it wrote into its input " + std::string(staged_buffer_name(b)) + " at byte " + std::to_string(at) +
+                               " (inputs are read-only)");
   }
+  HarnessResult r = st.staging.collect(st.buffer(kBufO).payload_host(), st.buffer(kBufLse).payload_host(),
+                                       caps.lse_base != LseBase::none);
+  r.oob_writes = oob;
   return r;
 }
 

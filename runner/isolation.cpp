@@ -308,11 +308,11 @@ struct WorkerProcess {
       const std::string access = control->is_write == 1 ? "write" : control->is_write == 0 ? "read" : "access";
       const std::string tail = " (" + std::to_string(size) + " bytes): it faulted in the guard pages around the buffer (" + sname + ")";
       if (off >= size)
-        return {"out_of_bounds", access + " at byte " + std::to_string(off - size) + " past the end of " + kBufferName[b] + tail, false};
+        return {"out_of_bounds", access + " at byte " + std::to_string(off - size) + " past the end of " + staged_buffer_name(b) + tail, false};
       if (off < 0)
-        return {"out_of_bounds", access + " " + std::to_string(-off) + " bytes before the start of " + kBufferName[b] + tail, false};
+        return {"out_of_bounds", access + " " + std::to_string(-off) + " bytes before the start of " + staged_buffer_name(b) + tail, false};
       return {"kernel_crashed", "crashed (" + sname + "): " + access + " at byte " + std::to_string(off) + " of input " +
-                                    kBufferName[b] + " (inputs are read-only)",
+                                    staged_buffer_name(b) + " (inputs are read-only)",
               false};
     }
     std::string d = "crashed (" + sname + ")" + when;
@@ -493,7 +493,6 @@ std::optional<AbnormalEnd> KernelWorker::unload() {
 }
 
 IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::function<void(double)>& waiting) {
-  validate(p);
   Impl& w = *impl_;
   WorkerProcess& proc = w.proc;
   const auto t0 = std::chrono::steady_clock::now();
@@ -501,9 +500,12 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
+  // The problem and its inputs are checked here, before any worker: a bad one is the caller's
+  // (InvalidProblem, cannot test), never the kernel's.
+  const Staging staging(p, in);
   if (auto failed = w.ensure_started(waiting)) return finish(std::move(*failed));
 
-  const BufferLayout l = layout_for(p);
+  const BufferLayout l = layout_for(staging);
   if (ftruncate(proc.shm, static_cast<off_t>(l.file_bytes)) != 0)
     throw std::runtime_error("cannot size the shared buffers to " + std::to_string(l.file_bytes) + " bytes: " + std::strerror(errno));
   void* mm = mmap(nullptr, l.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, proc.shm, 0);
@@ -516,21 +518,15 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
   uint8_t* base = static_cast<uint8_t*>(mm);
 
   // Stage: canaries in each region's slack before the payload (an underrun that stays inside the
-  // page changes them), inputs encoded, outputs poisoned.
+  // page changes them), then every buffer as the in-process harness stages it (Staging).
   for (int i = 0; i < kBuffers; ++i) {
     uint8_t* r = base + l.buf[i].file_off;
     for (uint64_t j = 0; j < l.buf[i].region - l.buf[i].payload; ++j) r[j] = canary_byte(j);
+    staging.fill(i, base + l.payload_off(i));
   }
-  encode(p.dtype, in.q.data(), p.q_elems(), base + l.payload_off(0));
-  encode(p.dtype, in.k.data(), p.k_elems(), base + l.payload_off(1));
-  encode(p.dtype, in.v.data(), p.v_elems(), base + l.payload_off(2));
-  const uint32_t ob = poison_bits(p.dtype), lb = poison_bits(DType::f32);
-  const size_t es = static_cast<size_t>(dtype_bytes(p.dtype));
-  for (int64_t i = 0; i < p.o_elems(); ++i) std::memcpy(base + l.payload_off(3) + static_cast<size_t>(i) * es, &ob, es);
-  for (int64_t i = 0; i < p.lse_elems(); ++i) std::memcpy(base + l.payload_off(4) + static_cast<size_t>(i) * 4, &lb, 4);
 
   proc.reset_control();
-  const std::string rq = request(kRun, p, &l);
+  const std::string rq = request(kRun, p, &l, &staging.shape());
   const CaseTimeLimit::Limit limit = w.limit.for_problem(p);
   Reply rp{};
   const auto sent = std::chrono::steady_clock::now();
@@ -547,16 +543,9 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
     out.error = message_of(rp);
     if (rp.exiting) proc.reap(5.0);
   } else {
-    HarnessResult h;
-    h.o.resize(static_cast<size_t>(p.o_elems()));
-    decode(p.dtype, base + l.payload_off(3), p.o_elems(), h.o.data());
-    if (w.lse_base != LseBase::none) {
-      std::vector<float> lse(static_cast<size_t>(p.lse_elems()));
-      std::memcpy(lse.data(), base + l.payload_off(4), lse.size() * 4);
-      h.lse = std::move(lse);
-    }
+    HarnessResult h = staging.collect(base + l.payload_off(kBufO), base + l.payload_off(kBufLse), w.lse_base != LseBase::none);
     h.oob_writes = rp.oob_bytes;
-    for (int i : {3, 4}) {  // outputs' slack: an underrun that stayed inside the first page
+    for (int i : {int{kBufO}, int{kBufLse}}) {  // outputs' slack: an underrun that stayed inside the first page
       const uint8_t* r = base + l.buf[i].file_off;
       for (uint64_t j = 0; j < l.buf[i].region - l.buf[i].payload; ++j) h.oob_writes += r[j] != canary_byte(j);
     }

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "reference/problem.h"
+#include "runner/staged_problem.h"
 
 namespace flashcheck::wire {
 
@@ -23,8 +24,9 @@ constexpr uint32_t kMagic = 0xFC150002u;
 // the 4 MiB past a buffer faults, far beyond any canary.
 constexpr size_t kGuardRegion = size_t{4} << 20;
 constexpr int kSockFd = 3, kShmFd = 4;  // where the worker finds its control socket and the memfd
-constexpr int kBuffers = 5;
-constexpr const char* kBufferName[kBuffers] = {"q", "k", "v", "o", "lse"};
+// Every buffer of a launch (runner/staged_problem.h: the five tensors, then the side tensors), in
+// that order; a buffer the problem does not use has an empty payload and reaches the kernel as null.
+constexpr int kBuffers = kStagedBuffers;
 // The exit code of a worker that unloaded its plugin and ran every exit handler: anything else
 // after an unload request (a destructor's _exit(0) included) is the plugin's doing.
 constexpr int kUnloadedExit = 97;
@@ -42,12 +44,15 @@ struct WireBuffer {
 
 // A request is this header followed by `problem_bytes` of the problem's one-line form, which
 // parse_problem reads back exactly: the wire follows the problem model (its variants, however
-// long their line) without a second copy of its fields.
+// long their line) without a second copy of its fields. A run also carries the tensors' strides
+// and the paged cache's size (`shape`): the worker builds the kernel's arguments from them and the
+// buffers, never from inputs of its own.
 struct Request {
   uint32_t magic;
   uint32_t op;
   uint64_t file_bytes;
   WireBuffer buf[kBuffers];
+  LaunchShape shape;
   uint64_t problem_bytes;
 };
 constexpr uint64_t kMaxProblemBytes = uint64_t{1} << 24;
@@ -85,24 +90,22 @@ inline size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 inline uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
-inline BufferLayout layout_for(const Problem& p) {
-  const uint64_t page = page_size(), db = static_cast<uint64_t>(dtype_bytes(p.dtype));
-  const uint64_t payload[kBuffers] = {static_cast<uint64_t>(p.q_elems()) * db, static_cast<uint64_t>(p.k_elems()) * db,
-                                      static_cast<uint64_t>(p.v_elems()) * db, static_cast<uint64_t>(p.o_elems()) * db,
-                                      static_cast<uint64_t>(p.lse_elems()) * 4};
+inline BufferLayout layout_for(const Staging& s) {
+  const uint64_t page = page_size();
   BufferLayout l;
   uint64_t off = page;  // the control page comes first
   for (int i = 0; i < kBuffers; ++i) {
-    const uint64_t region = round_up(std::max<uint64_t>(payload[i], 1), page);
-    l.buf[i] = {off, region, payload[i]};
+    const uint64_t payload = s.bytes(i);
+    const uint64_t region = round_up(std::max<uint64_t>(payload, 1), page);
+    l.buf[i] = {off, region, payload};
     off += region;
   }
   l.file_bytes = off;
   return l;
 }
 
-// The bytes of one request: header and problem line.
-inline std::string request(Op op, const Problem& p, const BufferLayout* l = nullptr) {
+// The bytes of one request: header and problem line (a run's buffers and shape with it).
+inline std::string request(Op op, const Problem& p, const BufferLayout* l = nullptr, const LaunchShape* shape = nullptr) {
   Request r{};
   r.magic = kMagic;
   r.op = op;
@@ -112,6 +115,7 @@ inline std::string request(Op op, const Problem& p, const BufferLayout* l = null
     r.file_bytes = l->file_bytes;
     std::copy(l->buf, l->buf + kBuffers, r.buf);
   }
+  if (shape) r.shape = *shape;
   return std::string(reinterpret_cast<const char*>(&r), sizeof r) + line;
 }
 

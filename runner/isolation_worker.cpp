@@ -6,6 +6,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "runner/guarded_buffer.h"
 #include "runner/isolation.h"
 #include "runner/isolation_wire.h"
+#include "runner/staged_problem.h"
 
 namespace flashcheck {
 
@@ -47,6 +49,7 @@ void on_fault(int sig, siginfo_t* si, void* uc) {
       uintptr_t best = UINTPTR_MAX;
       for (int i = 0; i < kBuffers; ++i) {
         const FaultRange& r = g_payload[i];
+        if (r.lo == r.hi) continue;  // a buffer the problem does not use: the kernel got null
         const uintptr_t d = a < r.lo ? r.lo - a : a >= r.hi ? a - r.hi + 1 : 0;
         if (d < best) {
           best = d;
@@ -91,8 +94,8 @@ struct WorkerMapping {
     base = nullptr;
     g_reserved_lo = g_reserved_hi = 0;
   }
-  // [guard | region q | guard | region k | ... | region lse | guard]; inputs read-only for host
-  // kernels (the ABI passes them const).
+  // [guard | region q | guard | region k | ... | region descale_v | guard]; inputs (every buffer
+  // but o and lse) read-only for host kernels (the ABI passes them const).
   void map(const Request& rq, bool host) {
     unmap();
     size_t total = kGuardRegion;
@@ -104,7 +107,7 @@ struct WorkerMapping {
     uint8_t* at = base + kGuardRegion;
     for (int i = 0; i < kBuffers; ++i) {
       const WireBuffer& b = rq.buf[i];
-      const int prot = host && i < 3 ? PROT_READ : PROT_READ | PROT_WRITE;
+      const int prot = host && !is_output_buffer(i) ? PROT_READ : PROT_READ | PROT_WRITE;
       void* m = mmap(at, b.region, prot, MAP_SHARED | MAP_FIXED, kShmFd, static_cast<off_t>(b.file_off));
       if (m == MAP_FAILED) throw std::runtime_error(std::string("worker: cannot map a buffer: ") + std::strerror(errno));
       payload[i] = at + (b.region - b.payload);
@@ -116,34 +119,49 @@ struct WorkerMapping {
   }
 };
 
-// One call of the kernel on the mapped buffers. Returns device canary bytes changed.
+// One call of the kernel on the mapped buffers, with the arguments the parent staged (the
+// request's shape; a buffer with no payload is null). Returns device canary bytes changed.
 int64_t run_once(const Variant& v, const Problem& p, const Request& rq, WorkerMapping& m) {
   const bool has_lse = v.caps().lse_base != LseBase::none;
+  std::array<void*, kBuffers> ptr{};
   if (v.caps().memory == Memory::host) {
+    for (int i = 0; i < kBuffers; ++i) ptr[static_cast<size_t>(i)] = rq.buf[i].payload ? m.payload[i] : nullptr;
     g_control->in_kernel = 1;
-    v.forward(p, m.payload[0], m.payload[1], m.payload[2], m.payload[3],
-              has_lse ? reinterpret_cast<float*>(m.payload[4]) : nullptr, nullptr);
+    v.forward(p, kernel_args(rq.shape, ptr, has_lse, nullptr));
     g_control->in_kernel = 0;
     return 0;
   }
   // Device memory: the payloads go to device buffers fenced by canaries, and come back.
-  std::vector<std::unique_ptr<GuardedBuffer>> b;
+  std::vector<std::unique_ptr<GuardedBuffer>> b(kBuffers);
   for (int i = 0; i < kBuffers; ++i) {
-    b.push_back(std::make_unique<GuardedBuffer>(Memory::device, rq.buf[i].payload));
+    if (!rq.buf[i].payload && i > kBufLse) continue;  // a side tensor the problem does not use
+    b[i] = std::make_unique<GuardedBuffer>(Memory::device, rq.buf[i].payload);
     std::memcpy(b[i]->payload_host(), m.payload[i], rq.buf[i].payload);
     b[i]->upload();
+    ptr[static_cast<size_t>(i)] = b[i]->kernel_ptr();
   }
   g_control->in_kernel = 1;
-  v.forward(p, b[0]->kernel_ptr(), b[1]->kernel_ptr(), b[2]->kernel_ptr(), b[3]->kernel_ptr(),
-            has_lse ? static_cast<float*>(b[4]->kernel_ptr()) : nullptr, device::stream());
+  v.forward(p, kernel_args(rq.shape, ptr, has_lse, device::stream()));
   device::synchronize();
   g_control->in_kernel = 0;
   int64_t oob = 0;
+  std::string wrote_input;
   for (int i = 0; i < kBuffers; ++i) {
+    if (!b[i]) continue;
     b[i]->download();
-    if (i >= 3) std::memcpy(m.payload[i], b[i]->payload_host(), rq.buf[i].payload);
+    if (is_output_buffer(i)) {
+      std::memcpy(m.payload[i], b[i]->payload_host(), rq.buf[i].payload);
+    } else if (wrote_input.empty() && std::memcmp(m.payload[i], b[i]->payload_host(), rq.buf[i].payload) != 0) {
+      // Host kernels fault on such a write (read-only mappings); a device kernel's is found here.
+      const uint8_t* now = b[i]->payload_host();
+      size_t at = 0;
+      while (m.payload[i][at] == now[at]) ++at;
+      wrote_input = "it wrote into its input " + std::string(staged_buffer_name(i)) + " at byte " + std::to_string(at) +
+                    " (inputs are read-only)";
+    }
     oob += b[i]->damaged_guard_bytes();
   }
+  if (!wrote_input.empty()) throw std::runtime_error(wrote_input);
   return oob;
 }
 

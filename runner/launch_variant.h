@@ -1,5 +1,6 @@
 // A kernel registered in the kernels layer, as a variant: its declared capabilities plus its launch.
 #pragma once
+#include <stdexcept>
 #include <string>
 
 #include "gpu/kernel.h"
@@ -12,9 +13,25 @@ class KernelVariant final : public Variant {
   explicit KernelVariant(KernelDef def) : def_(std::move(def)) {}
   std::string name() const override { return def_.name; }
   const Capabilities& caps() const override { return def_.caps; }
-  void forward(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
-               void* stream) const override {
-    def_.launch(p, q, k, v, o, lse, stream);
+  // A kernel of problem model 1 (a `launch`, no `launch2`) takes contiguous BHSD pointers: only
+  // plain problems can be handed to it, whatever its capabilities say.
+  std::optional<std::string> unsupported(const Problem& p) const override {
+    if (!def_.launch2 && !p.plain()) {
+      if (auto why = Variant::unsupported(p)) return why;
+      return "not plain attention (the kernel has no launch2 for problem model 2)";
+    }
+    return Variant::unsupported(p);
+  }
+  void forward(const Problem& p, const KernelArgs& a) const override {
+    if (def_.launch2) {
+      Problem handed = p;
+      handed.window = window_in(p.window, def_.caps.window_convention);
+      def_.launch2(handed, a);
+      return;
+    }
+    // The staging is contiguous BHSD for a plain problem: exactly what `launch` indexes.
+    if (!p.plain()) throw std::logic_error("kernel '" + def_.name + "' was handed a problem beyond plain attention");
+    def_.launch(p, a.q.data, a.k.data, a.v.data, a.o.data, static_cast<float*>(a.lse.data), a.stream);
   }
 
  private:

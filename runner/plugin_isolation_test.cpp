@@ -82,7 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
 // The worker's description is what loading here would give, field for field, for a plugin without
 // a declared space, one with (ABI 1.1), and many kernels.
 TEST(Loading, DescriptionIsWhatLoadingInProcessGives) {
-  for (const char* lib : {FLASHCHECK_EXAMPLE_PLUGIN, FLASHCHECK_HOST_MODULE, FLASHCHECK_HOSTILE_PLUGINS}) {
+  for (const char* lib : {FLASHCHECK_EXAMPLE_PLUGIN, FLASHCHECK_HOST_MODULE, FLASHCHECK_HOSTILE_PLUGINS,
+                          FLASHCHECK_BROKEN_VARIANT_PLUGINS, FLASHCHECK_HOSTILE_ABI2_PLUGINS}) {
     const auto remote = describe_plugin(lib, isolated());
     EXPECT_EQ(describe_variants(remote), describe_variants(load_plugin(lib))) << lib;
     EXPECT_GT(remote.size(), 0u);
@@ -128,7 +129,7 @@ TEST(Description, RoundTripsEveryField) {
     Capabilities c;
     std::string name() const override { return "fake"; }
     const Capabilities& caps() const override { return c; }
-    void forward(const Problem&, const void*, const void*, const void*, void*, float*, void*) const override {}
+    void forward(const Problem&, const KernelArgs&) const override {}
   };
   std::mt19937_64 g(flashcheck::testing::seed_for(2100));
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
@@ -220,9 +221,10 @@ TEST(Supports, HangIsAFailedCaseAtItsLimit) {
 
 // A described kernel's refusals come from its own supports(), asked in the worker.
 TEST(Supports, RefusalsComeFromThePluginInItsWorker) {
-  auto remote = described(FLASHCHECK_EXAMPLE_PLUGIN, "example_cpu_plugin");
-  auto local = kernel_of(FLASHCHECK_EXAMPLE_PLUGIN, "example_cpu_plugin");
-  KernelWorker w(*remote, FLASHCHECK_EXAMPLE_PLUGIN, isolated());
+  // An ABI 1 kernel whose supports() is the example's ABI 1 one (f32 and bf16): it declines f16.
+  auto remote = described(FLASHCHECK_HOSTILE_PLUGINS, "hostile_polite");
+  auto local = kernel_of(FLASHCHECK_HOSTILE_PLUGINS, "hostile_polite");
+  KernelWorker w(*remote, FLASHCHECK_HOSTILE_PLUGINS, isolated());
   int refused = 0;
   for (uint64_t salt = 2120; salt < 2160; ++salt) {
     Problem p = random_case(salt).problem;

@@ -1,4 +1,6 @@
-// Wraps each fc_kernel a plugin exports as a Variant.
+// Loads a plugin library: finds its entry (ABI 2's flashcheck_get_kernel2, else ABI 1's
+// flashcheck_get_kernel), checks every field of every kernel it exports, and wraps each as a
+// Variant (runner/plugin_variants.h). A wrong field is a refusal naming it, never a guess.
 #include <dlfcn.h>
 
 #include <cctype>
@@ -6,102 +8,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 
 #include "gpu/plugin/flashcheck_plugin.h"
+#include "runner/plugin_variants.h"
 #include "runner/registry.h"
 
 namespace flashcheck {
-
-namespace {
-
-// The kernel's declared space, or null: read only when the plugin's fc_kernel is large enough to
-// hold the field (a 1.0 plugin's struct ends before it; reading past it would read its neighbour).
-const fc_space* declared_space(const fc_kernel* k) {
-  if (k->struct_size < offsetof(fc_kernel, space) + sizeof(k->space)) return nullptr;
-  return k->space;
-}
-
-class PluginVariant final : public Variant {
- public:
-  // The fields are read once, here, after check_fields: a plugin cannot change them later.
-  PluginVariant(std::shared_ptr<void> lib, const fc_kernel* k) : lib_(std::move(lib)), k_(k), name_(k->name) {
-    caps_.memory = k->memory == FC_MEMORY_DEVICE ? Memory::device : Memory::host;
-    caps_.lse_base = k->lse_base == FC_LSE_BASE_2 ? LseBase::two : k->lse_base == FC_LSE_NONE ? LseBase::none : LseBase::e;
-    caps_.empty_lse = k->empty_lse == FC_EMPTY_LSE_POS_INF ? EmptyRowLse::pos_inf : EmptyRowLse::neg_inf;
-    // The plugin's own predicate decides; the campaign draws from the full space unless the
-    // plugin declares its own (ABI 1.1), which check_fields has validated.
-    caps_.head_dims.clear();
-    for (int64_t d = 8; d <= 256; d += 8) caps_.head_dims.push_back(d);
-    if (const fc_space* s = declared_space(k)) apply_space(*s);
-  }
-  std::string name() const override { return name_; }
-  const Capabilities& caps() const override { return caps_; }
-  std::optional<std::string> unsupported(const Problem& p) const override {
-    fc_problem fp = to_fc(p);
-    if (!k_->supports || !k_->supports(&fp)) return "the plugin's supports() said no";
-    return std::nullopt;
-  }
-  void forward(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
-               void* stream) const override {
-    fc_problem fp = to_fc(p);
-    int rc = k_->forward(&fp, q, k, v, o, lse, stream);
-    if (rc != 0) {
-      std::string why = k_->last_error ? k_->last_error() : "";
-      throw std::runtime_error("plugin kernel '" + name() + "' returned " + std::to_string(rc) + (why.empty() ? "" : ": " + why));
-    }
-  }
-
- private:
-  // The declared space as Capabilities, field for field, so space_for() and declared() treat the
-  // plugin exactly like a built-in kernel with the same declaration.
-  void apply_space(const fc_space& s) {
-    if (s.dtype_mask) {
-      caps_.dtypes.clear();
-      for (DType d : {DType::f32, DType::f16, DType::bf16})
-        if (s.dtype_mask & (1u << (d == DType::f32 ? FC_DTYPE_F32 : d == DType::f16 ? FC_DTYPE_F16 : FC_DTYPE_BF16)))
-          caps_.dtypes.push_back(d);
-    }
-    if (s.causal_mask) {
-      caps_.causals.clear();
-      for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right})
-        if (s.causal_mask &
-            (1u << (c == Causal::none ? FC_CAUSAL_NONE : c == Causal::top_left ? FC_CAUSAL_TOP_LEFT : FC_CAUSAL_BOTTOM_RIGHT)))
-          caps_.causals.push_back(c);
-    }
-    caps_.gqa = s.no_gqa == 0;
-    caps_.dv_ne_dqk = s.dv_eq_dqk == 0;
-    if (s.max_seq > 0) caps_.max_seq = s.max_seq;
-    if (s.n_head_dims) caps_.head_dims.assign(s.head_dims, s.head_dims + s.n_head_dims);
-    for (uint32_t i = 0; i < s.n_head_dim_pairs; ++i)
-      caps_.head_dim_pairs.emplace_back(s.head_dim_pairs[2 * i], s.head_dim_pairs[2 * i + 1]);
-    if (s.n_tiles) {
-      caps_.tiles.clear();
-      for (uint32_t i = 0; i < s.n_tiles; ++i)
-        caps_.tiles.push_back({s.tiles[i].head_dim, s.tiles[i].block_q, s.tiles[i].block_kv, s.tiles[i].causal});
-    }
-  }
-  static fc_problem to_fc(const Problem& p) {
-    fc_problem f{};
-    f.batch = p.batch;
-    f.heads_q = p.heads_q;
-    f.heads_kv = p.heads_kv;
-    f.seq_q = p.seq_q;
-    f.seq_kv = p.seq_kv;
-    f.head_dim_qk = p.head_dim_qk;
-    f.head_dim_v = p.head_dim_v;
-    f.causal = p.causal == Causal::none ? FC_CAUSAL_NONE : p.causal == Causal::top_left ? FC_CAUSAL_TOP_LEFT : FC_CAUSAL_BOTTOM_RIGHT;
-    f.scale = p.softmax_scale();
-    f.dtype = p.dtype == DType::f32 ? FC_DTYPE_F32 : p.dtype == DType::f16 ? FC_DTYPE_F16 : FC_DTYPE_BF16;
-    return f;
-  }
-  std::shared_ptr<void> lib_;  // keeps the library loaded while any of its kernels lives
-  const fc_kernel* k_;
-  std::string name_;
-  Capabilities caps_;
-};
-
-}  // namespace
 
 namespace {
 
@@ -132,12 +46,12 @@ bool valid_name(const char* s) {
 }
 
 // A declared space that a campaign can draw from: every count bounded, every list ascending and
-// in range, so a wrong declaration is a clear error instead of a campaign of skipped cases.
-void check_space(const std::string& at, const fc_space& s) {
-  auto fail = [&](const std::string& why) { throw std::runtime_error(at + ": " + why); };
-  if (s.struct_size < offsetof(fc_space, n_tiles) + sizeof(s.n_tiles))
-    fail("struct_size " + std::to_string(s.struct_size) + " is smaller than fc_space");
-  if (s.dtype_mask & ~7u) fail("dtype_mask has bits beyond FC_DTYPE_BF16");
+// in range, so a wrong declaration is a clear error instead of a campaign of skipped cases. The
+// fields fc_space (ABI 1.1) and fc_space2 share; `dtypes` is the highest fc_dtype the ABI takes.
+template <class Space>
+void check_common_space(const std::function<void(const std::string&)>& fail, const Space& s, uint32_t dtype_bits,
+                        const char* last_dtype) {
+  if (s.dtype_mask & ~dtype_bits) fail("dtype_mask has bits beyond " + std::string(last_dtype));
   if (s.causal_mask & ~7u) fail("causal_mask has bits beyond FC_CAUSAL_BOTTOM_RIGHT");
   if (s.max_seq < 0) fail("max_seq is negative");
   auto list = [&](const char* field, const void* ptr, uint32_t n) {
@@ -166,14 +80,56 @@ void check_space(const std::string& at, const fc_space& s) {
   }
 }
 
-// Every field flashcheck reads, checked before a kernel of the plugin is used: a name is typed on
-// command lines and printed in reproduce lines, and an enum read out of range would be guessed.
-void check_fields(const std::string& lib, uint32_t i, const fc_kernel* k, const std::vector<std::shared_ptr<Variant>>& so_far) {
-  const std::string at = "plugin '" + lib + "' kernel " + std::to_string(i);
-  if (k->abi_version != FLASHCHECK_PLUGIN_ABI_VERSION)
-    throw std::runtime_error(at + " has ABI version " + std::to_string(k->abi_version) + ", this flashcheck speaks " +
-                             std::to_string(FLASHCHECK_PLUGIN_ABI_VERSION));
-  if (k->struct_size < FC_KERNEL_SIZE_1_0) throw std::runtime_error(at + " was built with a smaller fc_kernel");
+void check_space(const std::string& at, const fc_space& s) {
+  auto fail = [&](const std::string& why) { throw std::runtime_error(at + ": " + why); };
+  if (s.struct_size < offsetof(fc_space, n_tiles) + sizeof(s.n_tiles))
+    fail("struct_size " + std::to_string(s.struct_size) + " is smaller than fc_space");
+  check_common_space(fail, s, 7u, "FC_DTYPE_BF16");
+}
+
+// ABI 2's space: the shared fields, then every mask without unknown bits and every enum in range.
+void check_space2(const std::string& at, const fc_space2& s) {
+  auto fail = [&](const std::string& why) { throw std::runtime_error(at + ": " + why); };
+  if (s.struct_size < FC_SPACE2_SIZE_2_0)
+    fail("struct_size " + std::to_string(s.struct_size) + " is smaller than ABI 2.0's fc_space2 (" +
+         std::to_string(FC_SPACE2_SIZE_2_0) + ")");
+  check_common_space(fail, s, 0x1fu, "FC_DTYPE_E5M2");
+  auto mask = [&](const char* field, uint32_t value, uint32_t known, const char* names) {
+    if (value & ~known) {
+      char bits[16];
+      std::snprintf(bits, sizeof bits, "0x%x", value & ~known);
+      fail(std::string(field) + " has unknown bits " + bits + " (known: " + names + ")");
+    }
+  };
+  mask("layout_mask", s.layout_mask, 7u, "1 << FC_LAYOUT_BHSD, _BSHD, _THD");
+  mask("variant_mask", s.variant_mask, 0x3fu, "FC_VARIANT_WINDOW ... FC_VARIANT_PAGED");
+  mask("alibi_mask", s.alibi_mask, 7u, "1 << FC_ALIBI_NONE, _SYMMETRIC, _SIGNED");
+  mask("out_dtype_mask", s.out_dtype_mask, (1u << FC_DTYPE_F16) | (1u << FC_DTYPE_BF16),
+       "1 << FC_DTYPE_F16, 1 << FC_DTYPE_BF16: an fp8 problem's output");
+  mask("descale_mask", s.descale_mask, 7u, "1 << FC_DESCALE_NONE, _TENSOR, _HEAD");
+  if ((s.variant_mask & FC_VARIANT_ALIBI_PER_BATCH) && !(s.alibi_mask & 6u))
+    fail("variant_mask has FC_VARIANT_ALIBI_PER_BATCH but alibi_mask declares no ALiBi form");
+  if (s.n_page_sizes > 1024) fail("page_sizes: more than 1024 entries");
+  if (s.n_page_sizes && !s.page_sizes) fail("page_sizes is NULL with a nonzero count");
+  if (s.n_page_sizes && !(s.variant_mask & FC_VARIANT_PAGED)) fail("page_sizes are given but variant_mask lacks FC_VARIANT_PAGED");
+  for (uint32_t i = 0; i < s.n_page_sizes; ++i) {
+    if (s.page_sizes[i] < 1 || s.page_sizes[i] > (int64_t{1} << 30))
+      fail("page_sizes[" + std::to_string(i) + "] = " + std::to_string(s.page_sizes[i]) + " is not a page size (1 to 2^30)");
+    if (i && s.page_sizes[i] <= s.page_sizes[i - 1]) fail("page_sizes are not ascending");
+  }
+  if (static_cast<int>(s.window_convention) < 0 || static_cast<int>(s.window_convention) > 1)
+    fail("window_convention = " + std::to_string(static_cast<int>(s.window_convention)) +
+         " is out of range (FC_WINDOW_INCLUSIVE 0, FC_WINDOW_LEFT_EXCLUSIVE 1)");
+  if (static_cast<int>(s.alibi_lse) < 0 || static_cast<int>(s.alibi_lse) > 1)
+    fail("alibi_lse = " + std::to_string(static_cast<int>(s.alibi_lse)) +
+         " is out of range (FC_ALIBI_LSE_EXACT 0, FC_ALIBI_LSE_KEY_OFFSET 1)");
+}
+
+// The fields both ABIs' kernels have, checked before a kernel of the plugin is used: a name is
+// typed on command lines and printed in reproduce lines, and an enum read out of range would be
+// guessed. Returns the kernel's name.
+template <class Kernel>
+std::string check_kernel(const std::string& at, const Kernel* k, const std::vector<std::shared_ptr<Variant>>& so_far) {
   if (!k->name) throw std::runtime_error(at + " has no name");
   if (!valid_name(k->name))
     throw std::runtime_error(at + ": name " + shown(k->name) +
@@ -194,12 +150,41 @@ void check_fields(const std::string& lib, uint32_t i, const fc_kernel* k, const 
   range("empty_lse", static_cast<int>(k->empty_lse), 1, "FC_EMPTY_LSE_NEG_INF 0, FC_EMPTY_LSE_POS_INF 1");
   if (!k->supports) throw std::runtime_error(at + " (\"" + name + "\") has no supports()");
   if (!k->forward) throw std::runtime_error(at + " (\"" + name + "\") has no forward()");
-  if (const fc_space* s = declared_space(k)) check_space(at + " (\"" + name + "\") space", *s);
+  return name;
 }
 
-}  // namespace
+// The major version is the entry's: each entry serves its own, and anything else is refused with
+// the reason (a kernel built against a future ABI may lay out its structs differently).
+void check_version(const std::string& at, uint32_t got, uint32_t want, const char* entry) {
+  if (got != want)
+    throw std::runtime_error(at + " has ABI version " + std::to_string(got) + "; " + entry + " serves ABI " + std::to_string(want) +
+                             " (this flashcheck speaks ABI 1 through " FLASHCHECK_PLUGIN_ENTRY " and ABI 2 through "
+                             FLASHCHECK_PLUGIN_ENTRY2 ")");
+}
 
-std::vector<std::shared_ptr<Variant>> load_plugin(const std::string& path) {
+void check_fields(const std::string& lib, uint32_t i, const fc_kernel* k, const std::vector<std::shared_ptr<Variant>>& so_far) {
+  const std::string at = "plugin '" + lib + "' kernel " + std::to_string(i);
+  check_version(at, k->abi_version, FLASHCHECK_PLUGIN_ABI_VERSION, FLASHCHECK_PLUGIN_ENTRY);
+  if (k->struct_size < FC_KERNEL_SIZE_1_0) throw std::runtime_error(at + " was built with a smaller fc_kernel");
+  const std::string name = check_kernel(at, k, so_far);
+  // 1.1's space, read only when the struct is large enough to hold the pointer.
+  if (k->struct_size >= offsetof(fc_kernel, space) + sizeof(k->space) && k->space)
+    check_space(at + " (\"" + name + "\") space", *k->space);
+}
+
+void check_fields2(const std::string& lib, uint32_t i, const fc_kernel2* k, const std::vector<std::shared_ptr<Variant>>& so_far) {
+  const std::string at = "plugin '" + lib + "' kernel " + std::to_string(i);
+  check_version(at, k->abi_version, FLASHCHECK_PLUGIN_ABI2_VERSION, FLASHCHECK_PLUGIN_ENTRY2);
+  if (k->struct_size < FC_KERNEL2_SIZE_2_0)
+    throw std::runtime_error(at + ": struct_size " + std::to_string(k->struct_size) + " is smaller than ABI 2.0's fc_kernel2 (" +
+                             std::to_string(FC_KERNEL2_SIZE_2_0) + ")");
+  const std::string name = check_kernel(at, k, so_far);
+  if (k->flags & ~FC_KERNEL_DETERMINISTIC_BACKWARD)
+    throw std::runtime_error(at + " (\"" + name + "\"): flags has unknown bits (known: FC_KERNEL_DETERMINISTIC_BACKWARD)");
+  if (k->space) check_space2(at + " (\"" + name + "\") space", *k->space);
+}
+
+void* open_library(const std::string& path) {
   // The path as given, relative to the working directory: without a slash dlopen would search the
   // library path instead and report "No such file" for a file that is right here.
   const std::string open_as = path.find('/') == std::string::npos ? "./" + path : path;
@@ -211,19 +196,41 @@ std::vector<std::shared_ptr<Variant>> load_plugin(const std::string& path) {
                              (open_as != path || path[0] != '/' ? " (relative to " + cwd.string() + ")" : std::string()) +
                              ": " + dlerror());
   }
-  std::shared_ptr<void> lib(h, [](void* p) { dlclose(p); });
-  auto get = reinterpret_cast<fc_get_kernel_fn>(dlsym(h, FLASHCHECK_PLUGIN_ENTRY));
-  if (!get) throw std::runtime_error("plugin '" + path + "' does not export " FLASHCHECK_PLUGIN_ENTRY);
+  return h;
+}
+
+// Every kernel one entry returns, checked and wrapped.
+template <class Kernel, class Get, class Check, class Make>
+std::vector<std::shared_ptr<Variant>> load_entry(const std::string& path, const std::shared_ptr<void>& lib, Get get,
+                                                 const char* entry, Check check, Make make) {
   std::vector<std::shared_ptr<Variant>> out;
   for (uint32_t i = 0;; ++i) {
-    if (i > 1024) throw std::runtime_error("plugin '" + path + "' never returns NULL from " FLASHCHECK_PLUGIN_ENTRY);
-    const fc_kernel* k = get(i);
+    if (i > 1024) throw std::runtime_error("plugin '" + path + "' never returns NULL from " + entry);
+    const Kernel* k = get(i);
     if (!k) break;
-    check_fields(path, i, k, out);
-    out.push_back(std::make_shared<PluginVariant>(lib, k));
+    check(path, i, k, out);
+    out.push_back(make(lib, k));
   }
   if (out.empty()) throw std::runtime_error("plugin '" + path + "' exports no kernel");
   return out;
 }
+
+std::vector<std::shared_ptr<Variant>> load(const std::string& path, bool abi2_allowed) {
+  void* h = open_library(path);
+  std::shared_ptr<void> lib(h, [](void* p) { dlclose(p); });
+  if (abi2_allowed)
+    if (auto get2 = reinterpret_cast<fc_get_kernel2_fn>(dlsym(h, FLASHCHECK_PLUGIN_ENTRY2)))
+      return load_entry<fc_kernel2>(path, lib, get2, FLASHCHECK_PLUGIN_ENTRY2, check_fields2, make_plugin2_variant);
+  auto get = reinterpret_cast<fc_get_kernel_fn>(dlsym(h, FLASHCHECK_PLUGIN_ENTRY));
+  if (!get)
+    throw std::runtime_error("plugin '" + path + "' does not export " FLASHCHECK_PLUGIN_ENTRY +
+                             std::string(abi2_allowed ? " or " FLASHCHECK_PLUGIN_ENTRY2 : ""));
+  return load_entry<fc_kernel>(path, lib, get, FLASHCHECK_PLUGIN_ENTRY, check_fields, make_plugin_variant);
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<Variant>> load_plugin(const std::string& path) { return load(path, true); }
+std::vector<std::shared_ptr<Variant>> load_plugin_abi1(const std::string& path) { return load(path, false); }
 
 }  // namespace flashcheck

@@ -24,7 +24,7 @@ std::optional<std::string> Variant::unavailable() const {
 Declared Variant::declared(const Problem& p) const {
   const Capabilities& c = caps();
   const TileShape t = c.tile_for(p.head_dim_qk, p.causal != Causal::none);
-  return Declared{c.lse_base, c.empty_lse, t.block_q, t.block_kv};
+  return Declared{c.lse_base, c.empty_lse, t.block_q, t.block_kv, c.alibi_lse};
 }
 
 Registry& Registry::builtin() {

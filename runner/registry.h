@@ -32,10 +32,12 @@ class Variant {
   virtual std::optional<std::string> unsupported(const Problem& p) const;
   // Why the variant cannot run on this machine at all (no GPU, a GPU below its min_sm), or empty.
   virtual std::optional<std::string> unavailable() const;
-  // Computes o (and lse if the variant has one) from buffers in the declared memory and dtype.
-  // Throws std::runtime_error on any kernel or CUDA error.
-  virtual void forward(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
-                       void* stream) const = 0;
+  // Computes o (and lse if the variant has one) from the staged buffers (runner/staged_problem.h):
+  // every tensor in the problem's storage layout with its strides, the side tensors the problem
+  // uses, all in the declared memory; a.lse.data is null for a variant without LSE. The problem's
+  // window is flashcheck's (inclusive); a variant converts it to its own convention where it hands
+  // it on. Throws std::runtime_error on any kernel or CUDA error.
+  virtual void forward(const Problem& p, const KernelArgs& a) const = 0;
   // How the judge reads this variant's outputs, for problem p (tiles depend on the head dim).
   Declared declared(const Problem& p) const;
 };
@@ -52,12 +54,23 @@ class Registry {
   std::vector<std::shared_ptr<Variant>> variants_;
 };
 
-std::shared_ptr<Variant> make_replica_variant();
+// The blocked replica as a kernel: every variant and layout of problem model 2. It computes fp8
+// inputs too (FlashAttention 3's numerics: P scaled and rounded to fp8), but declares them only when
+// asked: the judge has no calibrated fp8 tolerance yet (verify/tolerance.cpp falls back to f32's),
+// under which those numerics fail by about twice the fp8 baseline's error, and a campaign draws every
+// declared dtype. The registry's replica declares f32, f16 and bf16 until that calibration lands.
+std::shared_ptr<Variant> make_replica_variant(bool declare_fp8 = false);
 
 // Loads every kernel a plugin library exports into this process; throws std::runtime_error naming
 // what is wrong. flashcheck's own process loads none by default: describe_plugin
 // (runner/isolation.h) loads it in a worker process, which calls this.
+// A library that exports flashcheck_get_kernel2 is loaded through ABI 2 (its ABI 1 entry, if any,
+// is for flashcheck builds that predate ABI 2); otherwise through ABI 1, whose kernels are given
+// plain problems only.
 std::vector<std::shared_ptr<Variant>> load_plugin(const std::string& path);
+// Through the ABI 1 entry alone, as a flashcheck that predates ABI 2 loads it (tests of a library
+// that exports both).
+std::vector<std::shared_ptr<Variant>> load_plugin_abi1(const std::string& path);
 
 // Kernels as data (name and every capability), for the trip from a worker process that loaded a
 // plugin to flashcheck's process, which never does. A described variant's supports() and

@@ -72,6 +72,7 @@ TEST(Registry, ReplicaPassesACampaign) {
 }
 
 TEST(Plugin, ExampleCpuPluginLoadsAndPassesACampaign) {
+  // Through ABI 2 (the library exports both entries): every dtype it declares, none declined.
   auto kernels = load_plugin(FLASHCHECK_EXAMPLE_PLUGIN);
   ASSERT_EQ(kernels.size(), 1u);
   EXPECT_EQ(kernels[0]->name(), "example_cpu_plugin");
@@ -79,8 +80,16 @@ TEST(Plugin, ExampleCpuPluginLoadsAndPassesACampaign) {
   std::ostringstream log;
   VariantSummary s = run_campaign(*kernels[0], quick(40), log);
   EXPECT_EQ(s.failed, 0) << log.str();
-  EXPECT_GT(s.passed, 10);
-  EXPECT_GT(s.skipped, 0);  // f16 is declined by its supports(): counted, not failed
+  EXPECT_EQ(s.passed, 40) << log.str();
+  // Through ABI 1, as a flashcheck that predates ABI 2 loads it: plain problems, f16 declined.
+  auto old = load_plugin_abi1(FLASHCHECK_EXAMPLE_PLUGIN);
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0]->caps().dtypes, (std::vector<DType>{DType::f32, DType::f16, DType::bf16}));
+  std::ostringstream log1;
+  VariantSummary s1 = run_campaign(*old[0], quick(40), log1);
+  EXPECT_EQ(s1.failed, 0) << log1.str();
+  EXPECT_GT(s1.passed, 10);
+  EXPECT_GT(s1.skipped, 0);  // f16 is declined by its supports(): counted, not failed
 }
 
 // ABI 1.1: a kernel folder built as a module (gpu/plugin/kernel_module.cpp) declares its

@@ -17,6 +17,7 @@
 #include "runner/isolation.h"
 #include "runner/registry.h"
 #include "runner/reliability_fixtures.h"
+#include "runner/variant_cases.h"
 #include "testing/test_seed.h"
 #include "verify/judge.h"
 
@@ -253,6 +254,163 @@ INSTANTIATE_TEST_SUITE_P(
                       BadField{"memory_9", "memory = 9 is out of range"},
                       BadField{"empty_lse_5", "empty_lse = 5 is out of range"}, BadField{"no_supports", "has no supports()"}),
     [](const ::testing::TestParamInfo<BadField>& i) { return std::string(i.param.set); });
+
+// ABI 2: every field of fc_kernel2 and fc_space2 checked when the plugin loads; each bad one is
+// refused naming it (gpu/plugin/hostile_plugins.c, its ABI 2 block).
+class BadFields2 : public ::testing::TestWithParam<BadField> {};
+
+TEST_P(BadFields2, AreRefusedByName) {
+  const BadField b = GetParam();
+  setenv("FLASHCHECK_HOSTILE_SET", b.set, 1);
+  try {
+    load_plugin(FLASHCHECK_HOSTILE_ABI2_PLUGINS);
+    ADD_FAILURE() << b.set << " was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(b.message), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kernel 1"), std::string::npos) << e.what();
+  }
+  unsetenv("FLASHCHECK_HOSTILE_SET");
+  EXPECT_EQ(load_plugin(FLASHCHECK_HOSTILE_ABI2_PLUGINS).size(), 3u) << "the runtime set loads again";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Loader, BadFields2,
+    ::testing::Values(BadField{"abi2_version_3", "has ABI version 3; flashcheck_get_kernel2 serves ABI 2"},
+                      BadField{"abi2_version_1", "has ABI version 1; flashcheck_get_kernel2 serves ABI 2"},
+                      BadField{"abi2_struct_size", "struct_size 8 is smaller than ABI 2.0's fc_kernel2"},
+                      BadField{"abi2_name_bad", "\"bad name\" is not a kernel name"},
+                      BadField{"abi2_lse_base_77", "lse_base = 77 is out of range"},
+                      BadField{"abi2_no_forward", "has no forward()"},
+                      BadField{"abi2_flags", "flags has unknown bits"},
+                      BadField{"abi2_space_size", "struct_size 16 is smaller than ABI 2.0's fc_space2"},
+                      BadField{"abi2_dtype_mask", "dtype_mask has bits beyond FC_DTYPE_E5M2"},
+                      BadField{"abi2_layout_mask", "layout_mask has unknown bits 0x20"},
+                      BadField{"abi2_variant_mask", "variant_mask has unknown bits 0x200"},
+                      BadField{"abi2_alibi_mask", "alibi_mask has unknown bits 0x10"},
+                      BadField{"abi2_out_dtype_mask", "out_dtype_mask has unknown bits 0x1"},
+                      BadField{"abi2_descale_mask", "descale_mask has unknown bits 0x8"},
+                      BadField{"abi2_window_convention", "window_convention = 7 is out of range"},
+                      BadField{"abi2_alibi_lse", "alibi_lse = 9 is out of range"},
+                      BadField{"abi2_head_dims_null", "head_dims is NULL with a nonzero count"},
+                      BadField{"abi2_page_size_0", "page_sizes[0] = 0 is not a page size"},
+                      BadField{"abi2_page_sizes_unpaged", "page_sizes are given but variant_mask lacks FC_VARIANT_PAGED"},
+                      BadField{"abi2_per_batch_no_alibi", "FC_VARIANT_ALIBI_PER_BATCH but alibi_mask declares no ALiBi form"}),
+    [](const ::testing::TestParamInfo<BadField>& i) { return std::string(i.param.set); });
+
+// A variant problem crosses to the worker as its line and its buffers (the storage layouts, the
+// side tensors, the strides): a correct kernel's isolated output is bit for bit its in-process
+// output, padding included, for every variant and layout, ABI 2 plugin and built-in alike.
+TEST(Isolation, VariantsGiveTheSameBitsIsolatedAsInProcess) {
+  for (auto v : {Registry::builtin().find("replica"), kernel_of(FLASHCHECK_EXAMPLE_PLUGIN, "example_cpu_plugin")}) {
+    const std::string lib = v->name() == "replica" ? "" : FLASHCHECK_EXAMPLE_PLUGIN;
+    KernelWorker w(*v, lib, isolated());
+    for (const VariantCase& vc : variant_cases()) {
+      const Problem p = parse_problem(vc.line);
+      // The registry's replica declares no fp8 until fp8 is calibrated (runner/registry.h): refused
+      // in the worker as in-process, with the same reason.
+      if (v->name() == "replica" && is_fp8(p.dtype)) {
+        EXPECT_EQ(w.supports(p).refusal, v->unsupported(p)) << vc.what;
+        continue;
+      }
+      ASSERT_FALSE(w.supports(p).refusal) << v->name() << " " << vc.what << ": " << *w.supports(p).refusal;
+      const Inputs in = make_inputs(p, flashcheck::testing::seed_for(1370), Dist::normal);
+      const HarnessResult local = run_variant(*v, p, in);
+      IsolatedRun r = w.run(p, in);
+      ASSERT_TRUE(r.result) << v->name() << " " << vc.what << ": " << (r.abnormal ? r.abnormal->detail : r.error.value_or(""));
+      ASSERT_EQ(local.o.size(), r.result->o.size());
+      EXPECT_EQ(std::memcmp(local.o.data(), r.result->o.data(), local.o.size() * 4), 0) << v->name() << " " << vc.what;
+      ASSERT_TRUE(local.lse && r.result->lse);
+      EXPECT_EQ(std::memcmp(local.lse->data(), r.result->lse->data(), local.lse->size() * 4), 0) << v->name() << " " << vc.what;
+      EXPECT_EQ(r.result->padding_written, local.padding_written) << vc.what;
+      EXPECT_EQ(r.result->oob_writes, 0);
+    }
+    EXPECT_EQ(w.starts(), 1) << "one worker serves every case of a kernel";
+  }
+}
+
+// The worker's supports() is asked with the whole problem: a plugin's predicate sees its variant
+// fields, and the declared space refuses what the kernel did not declare, there as here.
+TEST(Isolation, SupportsInTheWorkerSeesTheWholeProblem) {
+  const std::string lib = FLASHCHECK_BROKEN_VARIANT_PLUGINS;
+  auto late = describe_plugin(lib, isolated());
+  std::shared_ptr<Variant> softcap_late, key_offset;
+  for (auto& v : late) {
+    if (v->name() == "broken_softcap_late") softcap_late = v;
+    if (v->name() == "variant_alibi_key_offset") key_offset = v;
+  }
+  ASSERT_TRUE(softcap_late && key_offset);
+  KernelWorker w(*softcap_late, lib, isolated());
+  // Its supports() wants softcap > 0: only a worker that received the softcap says yes.
+  EXPECT_FALSE(w.supports(parse_problem("b=1 hq=2 hkv=2 sq=33 skv=47 d=32 causal=top_left dtype=f32 softcap=5")).refusal);
+  const auto no_cap = w.supports(parse_problem("b=1 hq=2 hkv=2 sq=33 skv=47 d=32 causal=top_left dtype=f32 window=3,0"));
+  ASSERT_TRUE(no_cap.refusal);
+  EXPECT_NE(no_cap.refusal->find("supports() said no"), std::string::npos) << *no_cap.refusal;
+  KernelWorker k(*key_offset, lib, isolated());
+  const auto thd = k.supports(parse_problem("b=2 hq=2 hkv=1 sq=3,5 skv=4,6 d=32 layout=thd alibi=signed causal=top_left"));
+  ASSERT_TRUE(thd.refusal);
+  EXPECT_EQ(*thd.refusal, "layout thd");
+}
+
+// ABI 2 calls that misbehave get their verdicts isolated: a crash, a side input written (side
+// tensors are mapped read-only too), a padding row written, an input written.
+TEST(Isolation, Abi2KernelsThatMisbehaveGetTheirVerdicts) {
+  struct Expected {
+    const char* lib;
+    const char* kernel;
+    const char* line;
+    const char* criterion;
+    const char* detail;
+  };
+  const Expected all[] = {
+      {FLASHCHECK_HOSTILE_ABI2_PLUGINS, "hostile2_segv", "b=1 hq=2 hkv=1 sq=9 skv=9 d=32 dtype=bf16 window=3,3", "kernel_crashed",
+       "crashed (SIGSEGV)"},
+      {FLASHCHECK_HOSTILE_ABI2_PLUGINS, "hostile2_write_slopes", "b=2 hq=2 hkv=1 sq=9 skv=11 d=32 dtype=bf16 alibi=signed",
+       "kernel_crashed", "of input alibi_slopes (inputs are read-only)"},
+      {FLASHCHECK_HOSTILE_ABI2_PLUGINS, "hostile2_polite", "b=2 hq=2 hkv=1 sq=9 skv=11 d=32 dtype=bf16 alibi=signed", nullptr, nullptr},
+      {FLASHCHECK_BROKEN_VARIANT_PLUGINS, "broken_input_write", "b=1 hq=2 hkv=1 sq=9 skv=13 d=32 dtype=bf16 softcap=3",
+       "kernel_crashed", "write at byte 0 of input k (inputs are read-only)"},
+      {FLASHCHECK_BROKEN_VARIANT_PLUGINS, "broken_padding_write",
+       "b=3 hq=2 hkv=2 sq=4,7,1 skv=20,33,5 dqk=32 dv=32 causal=bottom_right dtype=bf16 layout=thd page=8 pages=shared",
+       "padding_written", "in padding rows (past the last sequence)"},
+  };
+  for (const Expected& e : all) {
+    const auto described = describe_plugin(e.lib, isolated());
+    std::shared_ptr<Variant> v;
+    for (auto& k : described)
+      if (k->name() == e.kernel) v = k;
+    ASSERT_TRUE(v) << e.kernel;
+    KernelWorker w(*v, e.lib, isolated());
+    const Case c{parse_problem(e.line), Dist::normal, flashcheck::testing::seed_for(1380)};
+    const CaseOutcome o = run_case(*v, c, 4096, e.lib, &w);
+    ASSERT_FALSE(o.skipped) << e.kernel << ": " << *o.skipped;
+    if (!e.criterion) {
+      EXPECT_TRUE(o.passed) << e.kernel << "\n" << to_text(o.report);
+      continue;
+    }
+    EXPECT_FALSE(o.passed) << e.kernel;
+    bool found = false;
+    for (const Criterion& cr : o.report.criteria)
+      found |= !cr.pass && cr.name == e.criterion && cr.detail.find(e.detail) != std::string::npos;
+    EXPECT_TRUE(found) << e.kernel << ": expected " << e.criterion << " with '" << e.detail << "' in\n" << to_text(o.report);
+  }
+}
+
+// Inputs that contradict their problem are the caller's: refused (InvalidProblem, cannot test)
+// before any worker starts, never charged to the kernel.
+TEST(Isolation, BadInputsAreRefusedBeforeAnyWorkerStarts) {
+  auto v = Registry::builtin().find("replica");
+  KernelWorker w(*v, "", isolated());
+  const Problem p = parse_problem("b=2 hq=2 hkv=1 sq=9 skv=23,40 d=32 causal=bottom_right dtype=bf16 page=7 pages=shuffled");
+  Inputs in = make_inputs(p, flashcheck::testing::seed_for(1390), Dist::normal);
+  in.block_table[1] = static_cast<int32_t>(in.num_pages) + 4;
+  try {
+    w.run(p, in);
+    ADD_FAILURE() << "a block table out of range was staged";
+  } catch (const InvalidProblem& e) {
+    EXPECT_NE(std::string(e.what()).find("block_table[0][1]"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(w.starts(), 0);
+}
 
 // `--plugin name.so` means the file in the working directory, as a path does everywhere else.
 TEST(Loader, TakesAPathWithoutSlashRelativeToTheWorkingDirectory) {

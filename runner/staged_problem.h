@@ -1,22 +1,117 @@
-// A problem's five kernel buffers (q, k, v, o, lse), each fenced by canaries, with the inputs
-// encoded in the problem's dtype and the outputs poisoned, uploaded where the variant runs. The
-// harness and the benchmark both launch through this, so a timed launch sees the same buffers a
-// checked one does.
+// A problem's kernel buffers as a kernel finds them: q, k, v, o and lse in the problem's storage
+// layout (reference/storage.h: BHSD, BSHD, THD with pad tokens, a paged cache), and the side
+// tensors its variants need (cu_seqlens, seqused, block table, cache lengths, ALiBi slopes, sinks,
+// fp8 descales). Inputs are encoded in the problem's dtype with NaN wherever no row maps (padding
+// tokens, keys past seqused, unused pages, the unused tail of a last page), so a kernel that reads
+// there pulls NaN into its output; outputs are poisoned everywhere. The harness, the benchmark and
+// the worker processes' shared memory (runner/isolation.h) all stage through Staging, so each
+// sees the same bytes.
 #pragma once
-#include "runner/guarded_buffer.h"
-#include "runner/registry.h"
+#include <array>
+#include <cstdint>
+#include <memory>
+
 #include "reference/inputs.h"
+#include "reference/sequences.h"
+#include "reference/storage.h"
+#include "runner/guarded_buffer.h"
+#include "runner/harness.h"
+#include "runner/registry.h"
 
 namespace flashcheck {
 
+// Every buffer of one launch, in the one order the guarded buffers and the wire keep.
+enum StagedBuffer : int {
+  kBufQ, kBufK, kBufV, kBufO, kBufLse,
+  kBufCuSeqlensQ, kBufCuSeqlensKv, kBufSequsedKv, kBufBlockTable, kBufCacheSeqlens,
+  kBufAlibiSlopes, kBufSinks, kBufDescaleQ, kBufDescaleK, kBufDescaleV,
+  kStagedBuffers
+};
+const char* staged_buffer_name(int buffer);
+inline bool is_output_buffer(int buffer) { return buffer == kBufO || buffer == kBufLse; }
+
+// Trailing rows after the last sequence of every THD tensor: a few, so that a kernel reading or
+// writing one row past cu_seqlens[-1] (or a whole tile's worth) lands in one.
+inline constexpr int64_t kPadTokens = 3;
+
+// Every row of tensor t: f(logical offset, storage offset, width) in elements, the logical
+// offset in the layout Inputs and the judge use (reference/sequences.h), the storage offset from
+// `st` (reference/storage.h). Row by row, so that no element outside a row is ever touched.
+template <typename F>
+void for_each_row(const Problem& p, const Storage& st, Tensor t, F&& f) {
+  const Sequences seqs(p);
+  const bool kv = t == Tensor::k || t == Tensor::v;
+  const int64_t heads = kv ? p.heads_kv : p.heads_q, w = st.width(t);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t n = kv ? seqs.skv(b) : seqs.sq(b);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t logical = 0;
+        switch (t) {
+          case Tensor::q: logical = seqs.q_row(b, h, i); break;
+          case Tensor::k: logical = seqs.k_row(b, h, i); break;
+          case Tensor::v: logical = seqs.v_row(b, h, i); break;
+          case Tensor::o: logical = seqs.o_row(b, h, i); break;
+          case Tensor::lse: logical = seqs.lse_at(b, h, i); break;
+        }
+        f(logical, st.row(t, b, h, i), w);
+      }
+  }
+}
+
+// What KernelArgs holds besides its pointers: each tensor's row strides (outer, seq, head) and
+// span, and the paged cache's size. Plain data: it crosses to a worker process as it is.
+struct LaunchShape {
+  int64_t strides[5][3] = {};
+  int64_t numel[5] = {};
+  int64_t num_pages = 0, max_pages_per_seq = 0;
+};
+
+// KernelArgs over buffers at `ptr` (null where a buffer is not used); lse only `with_lse`.
+KernelArgs kernel_args(const LaunchShape& s, const std::array<void*, kStagedBuffers>& ptr, bool with_lse, void* stream);
+
+class Staging {
+ public:
+  // Throws InvalidProblem naming the field: a problem or side inputs that do not fit, or
+  // sequence lengths past the int32 entries kernels take in cu_seqlens.
+  Staging(const Problem& p, const Inputs& in);
+
+  const Problem& problem() const { return p_; }
+  const Storage& storage() const { return st_; }
+  const LaunchShape& shape() const { return shape_; }
+  size_t bytes(int buffer) const { return bytes_[static_cast<size_t>(buffer)]; }  // 0: not used
+  // Writes buffer's staged content (bytes(buffer) bytes) at dst.
+  void fill(int buffer, uint8_t* dst) const;
+  // The kernel's outputs, gathered from storage to the logical layout the judge reads, and the
+  // output elements outside every row that lost their poison. lse is read only `with_lse`.
+  HarnessResult collect(const uint8_t* o, const uint8_t* lse, bool with_lse) const;
+  // The first byte of input `buffer` that differs from what was staged in it, or -1.
+  int64_t changed_byte(int buffer, const uint8_t* now) const;
+
+ private:
+  bool logical_layout(Tensor t) const;  // storage is exactly the logical layout (a fast path)
+  template <typename F>
+  void each_row(Tensor t, F&& f) const { for_each_row(p_, st_, t, f); }
+
+  Problem p_;
+  const Inputs& in_;
+  Storage st_;
+  LaunchShape shape_;
+  std::array<size_t, kStagedBuffers> bytes_{};
+  std::vector<int32_t> cu_q_, cu_kv_, used_, cache_;
+};
+
+// The staged buffers of one launch in the variant's memory, each fenced by canaries.
 struct StagedProblem {
   StagedProblem(Memory mem, const Problem& p, const Inputs& in);
 
   // One forward call on the staged buffers (asynchronous on the device stream for device
   // variants); lse is passed only to variants that declare one.
-  void launch(const Variant& v, const Problem& p);
+  void launch(const Variant& v);
+  GuardedBuffer& buffer(int b) { return *buf[static_cast<size_t>(b)]; }
 
-  GuardedBuffer q, k, v, o, lse;
+  Staging staging;
+  std::array<std::unique_ptr<GuardedBuffer>, kStagedBuffers> buf;  // null where unused
 };
 
 }  // namespace flashcheck

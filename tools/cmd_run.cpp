@@ -406,6 +406,69 @@ void add_run(CLI::App& app, Action& action) {
   });
 }
 
+namespace {
+
+// What a kernel declares of problem model 2, for `list`: the variants, layouts, page sizes, fp8
+// outputs and descales it computes, and the conventions it reads and writes them in.
+template <class T, class F>
+std::vector<std::string> names_of(const std::vector<T>& xs, F&& name) {
+  std::vector<std::string> out;
+  for (const T& x : xs) out.emplace_back(name(x));
+  return out;
+}
+
+nlohmann::json declared_variants_json(const Capabilities& c) {
+  auto str = [](auto x) { return std::string(to_string(x)); };
+  nlohmann::json variants = nlohmann::json::array();
+  if (c.windows) variants.push_back("window");
+  if (c.softcap) variants.push_back("softcap");
+  if (!c.alibi.empty()) variants.push_back("alibi");
+  if (c.alibi_per_batch) variants.push_back("alibi_per_batch");
+  if (c.sinks) variants.push_back("sinks");
+  if (c.seqused) variants.push_back("seqused");
+  if (c.paged) variants.push_back("paged");
+  return {{"variants", variants},
+          {"layouts", names_of(c.layouts, str)},
+          {"alibi", names_of(c.alibi, str)},
+          {"page_sizes", c.page_sizes},  // with "paged": empty means any page size
+          {"out_dtypes", names_of(c.out_dtypes, str)},
+          {"descales", names_of(c.descales, str)},
+          {"window_convention", c.window_convention == WindowConvention::left_exclusive ? "left_exclusive" : "inclusive"},
+          {"alibi_lse", c.alibi_lse == AlibiLse::key_offset ? "key_offset" : "exact"},
+          {"empty_lse", c.empty_lse == EmptyRowLse::pos_inf ? "+inf" : "-inf"}};
+}
+
+std::string declared_variants_text(const Capabilities& c) {
+  auto join = [](const std::vector<std::string>& xs, const char* sep = ",") {
+    std::string s;
+    for (const auto& x : xs) s += (s.empty() ? "" : sep) + x;
+    return s;
+  };
+  auto str = [](auto x) { return std::string(to_string(x)); };
+  std::vector<std::string> v;
+  if (c.windows) v.push_back(c.window_convention == WindowConvention::left_exclusive ? "window(left exclusive)" : "window");
+  if (c.softcap) v.push_back("softcap");
+  if (!c.alibi.empty())
+    v.push_back("alibi(" + join(names_of(c.alibi, str)) + (c.alibi_per_batch ? "; slopes per batch" : "") +
+                (c.alibi_lse == AlibiLse::key_offset ? "; LSE key_offset" : "") + ")");
+  if (c.sinks) v.push_back("sinks");
+  if (c.seqused) v.push_back("seqused");
+  if (c.paged)
+    v.push_back("paged(" + (c.page_sizes.empty() ? std::string("any page size") : "pages " + join(names_of(c.page_sizes, [](int64_t x) {
+                                                                                        return std::to_string(x);
+                                                                                      }))) + ")");
+  std::string t = "variants: " + (v.empty() ? std::string("none (plain attention)") : join(v, " "));
+  t += "; layouts " + join(names_of(c.layouts, str)) + "; dtypes " + join(names_of(c.dtypes, str));
+  if (std::any_of(c.dtypes.begin(), c.dtypes.end(), is_fp8)) {
+    t += " (fp8 out " + join(names_of(c.out_dtypes, str));
+    if (!c.descales.empty()) t += "; descale " + join(names_of(c.descales, str));
+    t += ")";
+  }
+  return t;
+}
+
+}  // namespace
+
 void add_list(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("list", "the kernels this build registered (and plugins'), with what each declares");
   struct Opts {
@@ -441,10 +504,13 @@ void add_list(CLI::App& app, Action& action) {
           for (DType d : c.dtypes) e["dtypes"].push_back(std::string(to_string(d)));
           for (Causal k : c.causals) e["causals"].push_back(std::string(to_string(k)));
           for (const TileShape& t : c.tiles) e["tiles"].push_back({{"head_dim", t.head_dim}, {"block_q", t.block_q}, {"block_kv", t.block_kv}});
+          e.update(declared_variants_json(c));
           j.push_back(e);
-          if (o->json != "-")
+          if (o->json != "-") {
             std::printf("%-22s %-6s %s\n", v->name().c_str(), c.memory == Memory::device ? "device" : "host",
                         why ? ("unavailable: " + printable_line(*why)).c_str() : "available");
+            std::printf("%-22s %s\n", "", declared_variants_text(c).c_str());
+          }
         }
         if (outputs.json_wanted()) outputs.write_json(j);
         return int{kPass};

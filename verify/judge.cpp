@@ -36,7 +36,7 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   }
   if (out.oob_writes)
     r.criteria.push_back({"out_of_bounds", *out.oob_writes == 0, static_cast<double>(*out.oob_writes), 0,
-                          "canary bytes around o and lse overwritten (writes past the buffers)"});
+                          "canary bytes around the kernel's buffers overwritten (writes past them)"});
   if (out.padding_written)
     r.criteria.push_back({"padding_written", *out.padding_written == 0, static_cast<double>(*out.padding_written), 0,
                           "elements of o and lse in padding rows (past the last sequence) that the kernel wrote"});

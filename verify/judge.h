@@ -33,7 +33,7 @@ struct Declared {
 struct KernelOutput {
   std::span<const float> o;
   std::optional<std::span<const float>> lse;
-  // Canary bytes around o and lse that changed, when the caller fenced the buffers (the harness);
+  // Canary bytes around the kernel's buffers that changed, when the caller fenced them (the harness);
   // absent when nobody could look (an output file).
   std::optional<int64_t> oob_writes;
   // Elements of o and lse outside every logical row (THD padding past cu_seqlens_q[-1]) that a

@@ -151,7 +151,7 @@ typedef struct {
   int32_t varlen;          /* thd: cu_seqlens_q (and cu_seqlens_kv unless paged) */
   int32_t has_seqused_kv;  /* seqused_kv: keys used per sequence, below those stored */
   int64_t page_size;       /* > 0: k, v are a paged cache [num_pages, page_size, Hkv, D] */
-  int64_t num_pages, max_pages_per_seq;
+  int64_t num_pages, max_pages_per_seq; /* supports() is asked before the cache exists: num_pages 0 */
   fc_descale descale;
 } fc_problem2;
 
@@ -256,6 +256,12 @@ typedef struct {
   uint32_t flags;                  /* FC_KERNEL_* */
 } fc_kernel2;
 
+/* struct_size of a plugin built against ABI 2.0: the least flashcheck accepts. A later 2.x adds
+ * fields at the end of these structs; flashcheck reads a field only when struct_size covers it. */
+#define FC_KERNEL2_SIZE_2_0 (offsetof(fc_kernel2, flags) + sizeof(uint32_t))
+#define FC_SPACE2_SIZE_2_0 (offsetof(fc_space2, alibi_lse) + sizeof(fc_alibi_lse))
+
+/* The ABI 2 entry: kernels one index at a time, NULL past the last. */
 typedef const fc_kernel2* (*fc_get_kernel2_fn)(uint32_t index);
 
 #ifdef __cplusplus

@@ -244,3 +244,80 @@ static const fc_kernel* more_sets(const char* set, uint32_t index, int* handled)
   g_bad_space.space = (const fc_space*)(uintptr_t)64;
   return &g_bad_space;
 }
+
+/* ==== ABI 2 (built as hostile_abi2_plugins.so with HOSTILE_ABI2: flashcheck_get_kernel2) =========
+ * FLASHCHECK_HOSTILE_SET picks the table, as above:
+ *   unset or "runtime"  hostile2_polite (correct), hostile2_segv (crashes in forward()),
+ *                       hostile2_write_slopes (writes into its ALiBi slopes, an input);
+ *   "abi2_<field>"      a valid kernel followed by one with exactly that bad field of fc_kernel2 or
+ *                       fc_space2, which the loader must refuse naming it. */
+#ifdef HOSTILE_ABI2
+const fc_kernel2* flashcheck_example_kernel2(void);
+
+static int supports2(const fc_problem2* p) { return flashcheck_example_kernel2()->supports(p); }
+static int polite2(const fc_problem2* p, const fc_forward_args* a) { return flashcheck_example_kernel2()->forward(p, a); }
+static int segv2(const fc_problem2* p, const fc_forward_args* a) {
+  (void)p, (void)a;
+  *g_null = 1;
+  return 0;
+}
+static int write_slopes(const fc_problem2* p, const fc_forward_args* a) {
+  if (a->alibi_slopes) ((volatile float*)a->alibi_slopes)[0] = 0.5f;
+  return polite2(p, a);
+}
+
+static fc_space2 g_space2[2];
+static fc_kernel2 g_kernels2[3];
+static int64_t g_page_sizes[1];
+
+static fc_kernel2 kernel2(const char* name, int (*fn)(const fc_problem2*, const fc_forward_args*), fc_space2* space) {
+  fc_kernel2 k = *flashcheck_example_kernel2();
+  *space = *k.space;
+  k.name = name;
+  k.forward = fn;
+  k.space = space;
+  return k;
+}
+
+/* The bad field of set `set` on kernel `k` and its space `s`; 0 for an unknown set. */
+static int make_bad2(const char* set, fc_kernel2* k, fc_space2* s) {
+  if (!strcmp(set, "abi2_version_3")) k->abi_version = 3;
+  else if (!strcmp(set, "abi2_version_1")) k->abi_version = 1;
+  else if (!strcmp(set, "abi2_struct_size")) k->struct_size = 8;
+  else if (!strcmp(set, "abi2_name_bad")) k->name = "bad name";
+  else if (!strcmp(set, "abi2_lse_base_77")) k->lse_base = (fc_lse_base)77;
+  else if (!strcmp(set, "abi2_no_forward")) k->forward = NULL;
+  else if (!strcmp(set, "abi2_flags")) k->flags = 1u << 5;
+  else if (!strcmp(set, "abi2_space_size")) s->struct_size = 16;
+  else if (!strcmp(set, "abi2_dtype_mask")) s->dtype_mask = 1u << 7;
+  else if (!strcmp(set, "abi2_layout_mask")) s->layout_mask = 1u << 5;
+  else if (!strcmp(set, "abi2_variant_mask")) s->variant_mask = 1u << 9;
+  else if (!strcmp(set, "abi2_alibi_mask")) s->alibi_mask = 1u << 4;
+  else if (!strcmp(set, "abi2_out_dtype_mask")) s->out_dtype_mask = 1u << FC_DTYPE_F32;
+  else if (!strcmp(set, "abi2_descale_mask")) s->descale_mask = 1u << 3;
+  else if (!strcmp(set, "abi2_window_convention")) s->window_convention = (fc_window_convention)7;
+  else if (!strcmp(set, "abi2_alibi_lse")) s->alibi_lse = (fc_alibi_lse)9;
+  else if (!strcmp(set, "abi2_head_dims_null")) s->n_head_dims = 3, s->head_dims = NULL;
+  else if (!strcmp(set, "abi2_page_size_0")) g_page_sizes[0] = 0, s->page_sizes = g_page_sizes, s->n_page_sizes = 1;
+  else if (!strcmp(set, "abi2_page_sizes_unpaged")) {
+    g_page_sizes[0] = 16, s->page_sizes = g_page_sizes, s->n_page_sizes = 1;
+    s->variant_mask &= ~FC_VARIANT_PAGED;
+  } else if (!strcmp(set, "abi2_per_batch_no_alibi")) s->alibi_mask = 0;
+  else return 0;
+  return 1;
+}
+
+const fc_kernel2* flashcheck_get_kernel2(uint32_t index) {
+  const char* set = getenv("FLASHCHECK_HOSTILE_SET");
+  if (!set || !*set || !strcmp(set, "runtime")) {
+    g_kernels2[0] = kernel2("hostile2_polite", polite2, &g_space2[0]);
+    g_kernels2[1] = kernel2("hostile2_segv", segv2, &g_space2[0]);
+    g_kernels2[2] = kernel2("hostile2_write_slopes", write_slopes, &g_space2[0]);
+    return index < 3 ? &g_kernels2[index] : NULL;
+  }
+  g_kernels2[0] = kernel2("hostile2_valid", polite2, &g_space2[0]);
+  g_kernels2[1] = kernel2("hostile2_bad", polite2, &g_space2[1]);
+  if (!make_bad2(set, &g_kernels2[1], &g_space2[1])) return NULL;
+  return index < 2 ? &g_kernels2[index] : NULL;
+}
+#endif /* HOSTILE_ABI2 */

@@ -1,9 +1,10 @@
 // The host module's declaration: a space and tile table unlike the plugin defaults (head dims 8..256,
-// 128x128 tiles), so a test can tell that the declared space reached the campaign.
+// 128x128 tiles), with problem-model-2 variants and a left-exclusive window, so a test can tell that
+// the declared space reached the campaign and that the window reaches the kernel in its convention.
 #include "gpu/kernel.h"
 
 namespace flashcheck::host_module {
-void launch(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse, void* stream);
+void launch2(const Problem& p, const KernelArgs& a);
 }
 
 namespace flashcheck {
@@ -18,7 +19,13 @@ KernelDef host_attention() {
   c.tiles = {{16, 16, 24}, {64, 32, 40, -1}};
   c.max_seq = 4096;
   c.numerics = {.use_exp2 = false, .round_p = false};
-  return {"host_attention", c, host_module::launch};
+  c.windows = c.softcap = c.seqused = c.paged = true;
+  c.layouts = {Layout::bhsd, Layout::bshd, Layout::thd};
+  c.page_sizes = {1, 3, 16, 64};
+  c.window_convention = WindowConvention::left_exclusive;
+  KernelDef d{"host_attention", c};
+  d.launch2 = host_module::launch2;
+  return d;
 }
 
 }  // namespace
