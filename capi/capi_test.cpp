@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -243,11 +245,13 @@ TEST(CApi, FuzzDrawsTheCasesFlashcheckRunDraws) {
   EXPECT_EQ(s.passed, 12) << fc_campaign_log(c);
   EXPECT_EQ(fc_campaign_failure_count(c), 0);
   fc_campaign_free(c);
-  // `flashcheck run --kernel replica --seed S --max-seq 64` draws from the replica's capabilities,
-  // which are the defaults the options start from: case for case, the same problems.
+  // `flashcheck run --kernel replica --seed S --max-seq 64 --variants none` draws from the replica's
+  // plain capabilities, which are the defaults the options start from: case for case, the same
+  // problems (its variants, fp8 among them, left out as API 2 callbacks get none).
   CampaignOptions copt;
   copt.seed = opt.seed;
   copt.max_seq = 64;
+  copt.variants.allowed = std::set<VariantName>{};
   const ProblemSpace space = space_for(Registry::builtin().find("replica")->caps(), copt);
   ASSERT_EQ(kern.seen.size(), 12u);
   for (int64_t i = 0; i < 12; ++i) {

@@ -29,33 +29,9 @@ class CallbackVariant2 final : public Variant {
   std::string name() const override { return name_; }
   const Capabilities& caps() const override { return caps_; }
 
-  std::optional<std::string> unsupported(const Problem& p) const override {
-    if (auto why = Variant::unsupported(p)) return why;
-    if (!p.plain())
-      return "this build's runner hands a callback plain problems only (Variant::forward carries no strides or side "
-             "tensors)";
-    return std::nullopt;
-  }
-
-  // A plain problem's buffers in the logical layout (contiguous BHSD), as strided arguments.
-  void forward(const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse, void*) const override {
-    auto bhsd = [&](const void* data, int64_t heads, int64_t seq, int64_t width) {
-      TensorRef r;
-      r.data = const_cast<void*>(data);
-      r.stride_outer = heads * seq * width;
-      r.stride_seq = width;
-      r.stride_head = seq * width;
-      r.numel = p.batch * heads * seq * width;
-      return r;
-    };
-    KernelArgs a;
-    a.q = bhsd(q, p.heads_q, p.seq_q, p.head_dim_qk);
-    a.k = bhsd(k, p.heads_kv, p.seq_kv, p.head_dim_qk);
-    a.v = bhsd(v, p.heads_kv, p.seq_kv, p.head_dim_v);
-    a.o = bhsd(o, p.heads_q, p.seq_q, p.head_dim_v);
-    if (lse) a.lse = bhsd(lse, p.heads_q, p.seq_q, 1);
-    call(p, a);
-  }
+  // The runner stages every variant in its storage layout (runner/staged_problem.h): the callback
+  // gets the strided views and side tensors a kernel would.
+  void forward(const Problem& p, const KernelArgs& a) const override { call(p, a); }
 
   // One call of the callback on the runner's arguments.
   void call(const Problem& p, const KernelArgs& args) const {
