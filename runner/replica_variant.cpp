@@ -31,12 +31,17 @@ void same_length(const int32_t* given, int64_t at, int64_t want, const char* nam
 
 class ReplicaVariant final : public Variant {
  public:
-  explicit ReplicaVariant(bool declare_fp8) {
+  explicit ReplicaVariant(bool declare_e5m2) {
     caps_.memory = Memory::host;
     caps_.tiles = {{0, cfg_.block_q, cfg_.block_kv}};
     caps_.numerics = {.use_exp2 = cfg_.use_exp2, .round_p = cfg_.round_p};
     cfg_.finite_neg_inf = false;  // -2^30 loses rows whose scores are all below it (see replica_test)
-    if (declare_fp8) caps_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2};
+    // fp8 under the calibrated fp8 tolerances (verify/TOLERANCE.md). e5m2 only on request: with
+    // scores near 1e8 this algorithm's P·2^8 passes e5m2's largest value and the output holds
+    // ±Inf where the truth is finite (rightly failed), so campaigns of the registry's replica would
+    // fail such draws.
+    caps_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::e4m3};
+    if (declare_e5m2) caps_.dtypes.push_back(DType::e5m2);
     caps_.windows = caps_.softcap = caps_.alibi_per_batch = caps_.sinks = caps_.seqused = caps_.paged = true;
     caps_.alibi = {Alibi::symmetric, Alibi::signed_};
     caps_.layouts = {Layout::bhsd, Layout::bshd, Layout::thd};
@@ -115,6 +120,6 @@ class ReplicaVariant final : public Variant {
 
 }  // namespace
 
-std::shared_ptr<Variant> make_replica_variant(bool declare_fp8) { return std::make_shared<ReplicaVariant>(declare_fp8); }
+std::shared_ptr<Variant> make_replica_variant(bool declare_e5m2) { return std::make_shared<ReplicaVariant>(declare_e5m2); }
 
 }  // namespace flashcheck

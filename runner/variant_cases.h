@@ -34,8 +34,8 @@ inline const std::vector<VariantCase>& variant_cases() {
       {"thd_paged_shared", "b=3 hq=2 hkv=2 sq=4,7,1 skv=20,33,5 dqk=32 dv=32 causal=bottom_right dtype=bf16 layout=thd page=8 pages=shared",
        true},
       {"thd_everything",
-       "b=2 hq=4 hkv=2 sq=13,6 skv=20,9 dqk=32 dv=32 causal=none dtype=bf16 layout=thd used=15,9 window=4,2 softcap=8 "
-       "alibi=signed slopes=batch sinks=1",
+       "b=2 hq=4 hkv=2 sq=13,6 skv=20,9 dqk=32 dv=32 causal=none dtype=bf16 window=4,2 softcap=8 alibi=signed "
+       "slopes=batch sinks=1 layout=thd used=15,9",
        true},
   };
   return cases;
