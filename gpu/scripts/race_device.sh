@@ -36,7 +36,10 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # ~16 processes share 16 cores
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # ---- 1. declarations and the normal build --------------------------------------------------------
-FLASHCHECK_CAPABILITIES_FILE=gpu/capabilities.json "$dir/capabilities_snapshot_test" >"$out/capabilities.log" 2>&1
+# The declarations of the build that was packed (the carry's copy), else the tree's.
+caps_file=gpu/capabilities.json
+[ -f "$carry/capabilities.json" ] && caps_file=$carry/capabilities.json
+FLASHCHECK_CAPABILITIES_FILE=$caps_file "$dir/capabilities_snapshot_test" >"$out/capabilities.log" 2>&1
 rc_caps=$?
 "$dir/launched_tile_test" >"$out/launched_tile.log" 2>&1
 rc_tile=$?
