@@ -43,7 +43,12 @@ std::string read_text(const nlohmann::json& x, const std::string& where) {
 nlohmann::json failure_json(const CaseOutcome& f, int64_t index, const std::string& page) {
   nlohmann::json fj = to_json(f.report);
   if (f.reproduced) fj["reproduced"] = to_json(*f.reproduced);
+  // The case as shrunk (its problem is the report's) and how it ended: the overview page says both.
   fj["case"] = index;
+  fj["dist"] = std::string(to_string(f.c.dist));
+  fj["input_seed"] = f.c.seed;
+  if (f.error) fj["error"] = *f.error;
+  if (f.abnormal) fj["abnormal"] = {{"criterion", f.abnormal->criterion}, {"detail", f.abnormal->detail}, {"timed_out", f.abnormal->timed_out}};
   if (!page.empty()) fj["html_page"] = page;
   return fj;
 }
@@ -280,6 +285,20 @@ CampaignReport campaign_report_from_json(const nlohmann::json& j) {
           bad(where + ": a failure's " + e.what());
         }
         f.c.problem = f.report.problem;
+        try {
+          f.c.dist = parse_dist(read_text(at(fj, "dist", where + " failure"), where + " failure 'dist'"));
+        } catch (const std::invalid_argument& e) {
+          bad(where + ": a failure's 'dist': " + e.what());
+        }
+        const nlohmann::json& seed = at(fj, "input_seed", where + " failure");
+        if (!seed.is_number_unsigned()) bad(where + ": a failure's 'input_seed' is not a whole number");
+        f.c.seed = seed.get<uint64_t>();
+        if (fj.contains("error")) f.error = read_text(fj.at("error"), where + " failure 'error'");
+        if (fj.contains("abnormal")) {
+          const nlohmann::json& a = fj.at("abnormal");
+          f.abnormal = AbnormalEnd{read_text(at(a, "criterion", where), where + " failure abnormal 'criterion'"),
+                                   read_text(at(a, "detail", where), where + " failure abnormal 'detail'"), a.value("timed_out", false)};
+        }
         if (fj.contains("reproduced")) f.reproduced = reproduction_from_json(fj.at("reproduced"), where + " 'reproduced'");
         s.failures.push_back(std::move(f));
         s.repro.push_back(s.failures.back().report.repro);
