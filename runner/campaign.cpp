@@ -429,6 +429,71 @@ CaseOutcome keep_failure(const Variant& v, CaseOutcome o, int64_t index, const C
 
 }  // namespace
 
+CaseVerdict verdict_of(int64_t index, const Case& c, const CaseOutcome& o) {
+  CaseVerdict v;
+  v.index = index;
+  v.point = coverage_point(c.problem);
+  v.kind = o.skipped ? CaseVerdict::Kind::skipped : o.passed ? CaseVerdict::Kind::passed : CaseVerdict::Kind::failed;
+  if (o.skipped) {
+    v.skipped = *o.skipped;
+    return v;
+  }
+  v.judged = o.judged();
+  v.error = o.error.has_value();
+  v.abnormal = o.abnormal;
+  if (!o.passed) v.failed_by = o.report.failed();
+  if (v.judged) {
+    v.ulp_max = o.report.ulp_max;
+    if (o.report.compared > 0) v.cosine = o.report.cosine;  // a cosine over no element is no evidence (it reads 1)
+    v.tightest = tightest_criterion(o.report);
+    if (v.tightest) v.tightest->case_index = index;
+  }
+  return v;
+}
+
+void count_case(VariantSummary& s, const CaseVerdict& v) {
+  ++s.cases;
+  s.verdicts.push_back(v);
+  s.coverage.count(v.point, v.kind == CaseVerdict::Kind::skipped  ? Coverage::Outcome::skipped
+                            : v.kind == CaseVerdict::Kind::passed ? Coverage::Outcome::passed
+                                                                  : Coverage::Outcome::failed);
+  if (v.kind == CaseVerdict::Kind::skipped) {
+    ++s.skipped;
+    ++s.skipped_by[v.skipped];
+    return;
+  }
+  if (v.judged) {
+    ++s.judged;
+    s.worst_ulp = std::max(s.worst_ulp, v.ulp_max);
+    // worst_cos starts at NaN-to-be (finish_counts): the first cosine seen replaces the initial 1.
+    if (v.cosine) s.worst_cos = s.cosine_seen ? std::min(s.worst_cos, *v.cosine) : *v.cosine;
+    s.cosine_seen |= v.cosine.has_value();
+    if (v.tightest && (!s.tightest || v.tightest->ratio > s.tightest->ratio)) s.tightest = v.tightest;
+  }
+  s.errors += v.error;
+  if (v.abnormal) {
+    ++s.crashed;
+    s.timed_out += v.abnormal->timed_out;
+    if (!s.first_abnormal) s.first_abnormal = v.abnormal->detail;
+  }
+  if (v.kind == CaseVerdict::Kind::passed) {
+    ++s.passed;
+  } else {
+    ++s.failed;
+    for (const std::string& f : v.failed_by) ++s.failed_by[f];
+  }
+}
+
+void finish_counts(VariantSummary& s) {
+  if (!s.cosine_seen) s.worst_cos = std::nan("");
+}
+
+Keep keep_failure_rule(const CaseVerdict& v, int64_t kept, bool kept_hang, int64_t max_kept) {
+  if (v.lost) return Keep::lost;
+  if (v.abnormal && v.abnormal->timed_out && kept_hang) return Keep::hang_kept_already;
+  return kept < max_kept ? Keep::yes : Keep::enough_kept;
+}
+
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log) {
   VariantSummary s;
   s.name = v.name();
@@ -450,7 +515,6 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
   if (opt.isolation.enabled) worker = std::make_unique<KernelWorker>(v, opt.plugin, opt.isolation);
   bool kept_hang = false;
   Progress progress(opt.progress);
-  bool cosine_seen = false;  // worst_cos stays NaN unless some judged case compared an element
   const auto t0 = std::chrono::steady_clock::now();
   auto line = [&](int64_t i) {
     char buf[200];
@@ -472,10 +536,9 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       const double need = host_bytes_for(c.problem, opt.max_rows);
       const double have = opt.host_memory_budget > 0 ? opt.host_memory_budget : 0.75 * available_host_bytes();
       if (need > have) {
-        ++s.cases;
-        ++s.skipped;
-        ++s.skipped_by["needs more host memory than is usable"];
-        s.coverage.count(coverage_point(c.problem), Coverage::Outcome::skipped);
+        CaseOutcome skip;
+        skip.skipped = "needs more host memory than is usable";
+        count_case(s, verdict_of(i, c, skip));
         progress.finish();
         char buf[160];
         std::snprintf(buf, sizeof buf, " needs ~%.1f GB of host memory, %.1f GB usable: not run (cannot test)\n", need / 1e9, have / 1e9);
@@ -494,52 +557,24 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       progress.update(line(i) + buf);
     };
     CaseOutcome o = run_case(v, c, opt.max_rows, opt.plugin, worker.get(), waiting, false, opt.oracle);
-    ++s.cases;
-    s.coverage.count(coverage_point(c.problem), o.skipped  ? Coverage::Outcome::skipped
-                                                : o.passed ? Coverage::Outcome::passed
-                                                           : Coverage::Outcome::failed);
-    if (o.skipped) {
-      ++s.skipped;
-      ++s.skipped_by[*o.skipped];
-    } else {
-      if (o.judged()) {
-        ++s.judged;
-        s.worst_ulp = std::max(s.worst_ulp, o.report.ulp_max);
-        if (o.report.compared > 0) {  // a cosine over no element is no evidence (it reads 1)
-          s.worst_cos = cosine_seen ? std::min(s.worst_cos, o.report.cosine) : o.report.cosine;
-          cosine_seen = true;
-        }
-        if (auto t = tightest_criterion(o.report); t && (!s.tightest || t->ratio > s.tightest->ratio)) {
-          s.tightest = *t;
-          s.tightest->case_index = i;
-        }
+    const CaseVerdict verdict = verdict_of(i, c, o);
+    count_case(s, verdict);
+    if (verdict.kind == CaseVerdict::Kind::failed) {
+      progress.finish();
+      log << "\n" << s.name << " case " << i << " FAILED: " << to_string(c.problem) << " dist=" << to_string(c.dist);
+      if (o.abnormal) log << ": " << o.abnormal->detail;
+      log << "\n";
+      const Keep keep = keep_failure_rule(verdict, static_cast<int64_t>(s.failures.size()), kept_hang, opt.max_failures_kept);
+      if (keep == Keep::hang_kept_already) {
+        log << "  not kept: a hang of this kernel is kept already (shrinking and re-running another costs minutes)\n";
+      } else if (keep == Keep::yes) {
+        kept_hang |= o.abnormal && o.abnormal->timed_out;
+        s.failures.push_back(keep_failure(v, std::move(o), i, opt, worker.get(), progress, log));
+        s.repro.push_back(repro_command(s.name, s.failures.back().c, opt.plugin));
+        s.failure_cases.push_back(i);
       }
-      s.errors += o.error.has_value();
-      if (o.abnormal) {
-        ++s.crashed;
-        s.timed_out += o.abnormal->timed_out;
-        if (!s.first_abnormal) s.first_abnormal = o.abnormal->detail;
-      }
-      if (o.passed) {
-        ++s.passed;
-      } else {
-        ++s.failed;
-        for (const std::string& f : o.report.failed()) ++s.failed_by[f];
-        progress.finish();
-        log << "\n" << s.name << " case " << i << " FAILED: " << to_string(c.problem) << " dist=" << to_string(c.dist);
-        if (o.abnormal) log << ": " << o.abnormal->detail;
-        log << "\n";
-        const bool hang = o.abnormal && o.abnormal->timed_out;
-        if (hang && kept_hang) {
-          log << "  not kept: a hang of this kernel is kept already (shrinking and re-running another costs minutes)\n";
-        } else if (static_cast<int64_t>(s.failures.size()) < opt.max_failures_kept) {
-          kept_hang |= hang;
-          s.failures.push_back(keep_failure(v, std::move(o), i, opt, worker.get(), progress, log));
-          s.repro.push_back(repro_command(s.name, s.failures.back().c, opt.plugin));
-        }
-        log.flush();
-        if (opt.fail_fast) break;
-      }
+      log.flush();
+      if (opt.fail_fast) break;
     }
     progress.update(line(i));
   }
@@ -549,7 +584,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       s.unload_failure = bad->detail;
       log << "\n" << s.name << " FAILED at the end: its plugin " << bad->detail << "\n";
     }
-  if (!cosine_seen) s.worst_cos = std::nan("");
+  finish_counts(s);
   return s;
 }
 

@@ -97,6 +97,26 @@ struct Tightness {
 std::optional<Tightness> tightest_criterion(const Report& r);
 std::string to_text(const Tightness& t);
 
+// One case's verdict as a campaign counts it: what count_case() needs, so that a summary is the
+// same whether it is counted as the cases run or from their verdicts read back from shards' JSON
+// (`flashcheck merge`, `run --gpus`).
+struct CaseVerdict {
+  int64_t index = 0;  // the case number in the campaign
+  enum class Kind { passed, failed, skipped } kind = Kind::passed;
+  std::string skipped;                 // why (skipped)
+  std::vector<std::string> failed_by;  // the criteria that failed (failed)
+  bool judged = false;                 // the output was judged (not skipped, errored or crashed)
+  bool error = false;                  // the kernel reported an error
+  std::optional<AbnormalEnd> abnormal;  // it crashed, exited or hung
+  uint64_t ulp_max = 0;                // judged cases: the report's metrics
+  std::optional<double> cosine;        // judged cases that compared an element (a cosine over none reads 1)
+  std::optional<Tightness> tightest;
+  Coverage::Point point;               // where the problem falls in the drawn space (coverage_point)
+  // A case lost with its `run --gpus` worker: failed, but there is nothing to shrink or re-run.
+  bool lost = false;
+};
+CaseVerdict verdict_of(int64_t index, const Case& c, const CaseOutcome& o);
+
 struct VariantSummary {
   std::string name;
   std::optional<std::string> unavailable;
@@ -112,13 +132,28 @@ struct VariantSummary {
   // is NaN (never a perfect-looking 1).
   uint64_t worst_ulp = 0;
   double worst_cos = 1.0;
+  bool cosine_seen = false;  // some judged case compared an element (count_case; else worst_cos ends NaN)
   std::vector<CaseOutcome> failures;  // shrunk, at most max_failures_kept
   std::vector<std::string> repro;     // one command per kept failure
+  std::vector<int64_t> failure_cases;  // the campaign case each kept failure was drawn as
   Coverage coverage;                  // cases per point of the drawn space (the --html overview)
   // The plugin's destructors or exit handlers crashed, exited or hung when its worker unloaded it
   // at the end: the kernel failed, though no case did.
   std::optional<std::string> unload_failure;
+  std::vector<CaseVerdict> verdicts;  // every case run, in case order
 };
+
+// Adds one case to a summary (its counts, coverage, worst metrics, first abnormal end, tightest
+// criterion, and verdicts): the one place a campaign's numbers are counted.
+void count_case(VariantSummary& s, const CaseVerdict& v);
+// After the last count_case: with no judged case that compared an element, worst_cos is NaN (never
+// a perfect-looking 1).
+void finish_counts(VariantSummary& s);
+// Whether a failing case is kept (shrunk, re-run, reported): the first max_kept failures, but at
+// most one hang per kernel (shrinking and re-running another costs minutes); `kept_hang` says
+// whether one was kept already. A case lost with its worker is never kept: there is no case to shrink.
+enum class Keep { yes, hang_kept_already, enough_kept, lost };
+Keep keep_failure_rule(const CaseVerdict& v, int64_t kept, bool kept_hang, int64_t max_kept);
 
 // The coverage record of a campaign over `space`: its axes and the values it declares (dtype,
 // head_dim, causal, heads), and the point a problem falls on. An axis added to the space (an

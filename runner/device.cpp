@@ -57,6 +57,11 @@ std::optional<std::string> unavailable() {
   if (n == 0) return std::string("no GPU on this machine");
   return std::nullopt;
 }
+int count() {
+  if (unavailable()) return 0;
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
 void* alloc(size_t bytes) {
   void* p = nullptr;
   FC_CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -115,6 +120,7 @@ void synchronize() {}
 void poison_shared_memory() { none(); }
 uint32_t probe_shared_memory() { none(); }
 std::string name() { return "none"; }
+int count() { return 0; }
 int compute_capability() { return 0; }
 #endif
 

@@ -38,6 +38,8 @@ void poison_shared_memory();
 // The AND of every shared-memory word a launch of the same geometry finds (0xFFFFFFFF after the
 // above): the test that the poisoning reaches every SM.
 uint32_t probe_shared_memory();
+// GPUs the CUDA runtime sees here (CUDA_VISIBLE_DEVICES honoured); 0 when none can be used.
+int count();
 std::string name();  // the GPU's name, for reports
 int compute_capability();  // major·10 + minor of device 0 (90 for Hopper)
 // Times `launch` (which enqueues work on stream()) with CUDA events: milliseconds on the device.

@@ -15,11 +15,14 @@
 #include <thread>
 
 #include "runner/campaign.h"
+#include "runner/campaign_json.h"
 #include "runner/bench.h"
 #include "runner/device.h"
 #include "runner/harness.h"
 #include "runner/isolation.h"
+#include "tools/campaign_end.h"
 #include "tools/commands.h"
+#include "tools/gpus.h"
 #include "tools/strict_options.h"
 #include "tools/output.h"
 #include "reference/gpu_oracle.h"
@@ -85,11 +88,6 @@ IsolationOptions isolation_from(bool no_isolation, double timeout, double load_t
   return iso;
 }
 
-// A kept failure's re-runs, in the JSON report beside its `repro`.
-nlohmann::json reproduction_json(const Reproduction& r) {
-  return {{"runs", r.runs}, {"failed", r.failed}, {"flaky", !r.confirmed()}, {"fresh_processes", r.fresh_processes}};
-}
-
 // For work that prints nothing for long stretches (one benchmark measurement): a line on stderr
 // every few seconds, from a thread, until it is destroyed.
 class Heartbeat {
@@ -120,30 +118,6 @@ class Heartbeat {
   std::thread thread_;
 };
 
-// "failed: kernel_crashed 3, out_of_bounds 1; first: crashed (SIGSEGV); 96 cases not run after 3 timeouts"
-std::string summary_note(const VariantSummary& s) {
-  std::string note;
-  if (!s.failed_by.empty()) {
-    note = "failed:";
-    bool first = true;
-    for (const auto& [criterion, n] : s.failed_by) {
-      note += (first ? " " : ", ") + criterion + " " + std::to_string(n);
-      first = false;
-    }
-  }
-  if (s.first_abnormal) note += "; first: " + printable_line(*s.first_abnormal);
-  if (s.not_run) note += "; " + std::to_string(s.not_run) + " cases not run after " + std::to_string(s.timed_out) + " timeouts";
-  if (s.unload_failure) note += (note.empty() ? "its plugin " : "; its plugin ") + *s.unload_failure;
-  return note;
-}
-
-// s left-aligned in `width` terminal columns: printf's %-30s counts bytes, and "≤" is three.
-std::string pad_columns(const std::string& s, size_t width) {
-  size_t columns = 0;
-  for (unsigned char ch : s) columns += (ch & 0xC0) != 0x80;  // a UTF-8 continuation byte adds no column
-  return columns >= width ? s : s + std::string(width - columns, ' ');
-}
-
 }  // namespace
 
 void add_run(CLI::App& app, Action& action) {
@@ -156,7 +130,8 @@ void add_run(CLI::App& app, Action& action) {
     uint64_t input_seed = 1;
     double timeout = 0, load_timeout = 0;
     bool no_shrink = false, no_isolation = false;
-    std::string html;
+    std::string html, gpus;
+    double worker_timeout = 0;
   };
   auto o = std::make_shared<Opts>();
   constexpr uint64_t kMaxU64 = ~uint64_t{0};
@@ -202,6 +177,11 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_flag("--fail-fast", o->c.fail_fast, "stop a kernel's campaign at its first failing case (mutation testing)");
   cmd->add_flag("--no-isolation", o->no_isolation,
                 "run kernels inside flashcheck's own process (debugging: a crash or hang then takes flashcheck down)");
+  cmd->add_option("--gpus", o->gpus,
+                  "all, N or a LIST such as 0,1: one worker process per GPU, each pinned with CUDA_VISIBLE_DEVICES and "
+                  "running shard k/N of the campaign; results merged (same seed, same cases and verdicts as one GPU)");
+  cmd->add_option("--worker-timeout", o->worker_timeout, "seconds a --gpus worker may run before it is killed and its cases fail")
+      ->check(positive_number(1e7));
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
       CommandOutputs outputs("run", o->json);
@@ -209,6 +189,8 @@ void add_run(CLI::App& app, Action& action) {
       // Report paths first: a campaign whose reports cannot be written is refused before it runs.
       outputs.require_writable();
       if (!o->html.empty()) require_writable_dir("--html", o->html);
+      if (!o->gpus.empty() || o->worker_timeout > 0)  // a worker per GPU, each a `run --shard k/N` (tools/gpus.h)
+        return run_on_gpus({o->gpus, o->worker_timeout, o->html, cmd->count("--shard") > 0, !o->problem.empty()}, outputs);
       if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
         throw CannotTest("--shard expects i/N with 0 <= i < N, got " + quote_value(o->shard));
       o->c.shrink = !o->no_shrink;
@@ -274,7 +256,7 @@ void add_run(CLI::App& app, Action& action) {
               std::cout << (out.reproduced->confirmed() ? "  reproduced: " : "  FLAKY: ") << to_text(*out.reproduced)
                         << (out.reproduced->confirmed() ? "\n" : "; the command may pass\n");
             entry["report"] = to_json(out.report);
-            if (out.reproduced) entry["reproduced"] = reproduction_json(*out.reproduced);
+            if (out.reproduced) entry["reproduced"] = to_json(*out.reproduced);
             if (!o->html.empty() && !out.passed) {
               try {  // a page that cannot be written does not cost the JSON
                 write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
@@ -313,94 +295,19 @@ void add_run(CLI::App& app, Action& action) {
       } catch (const std::exception& e) {
         error = e.what();
       }
-      std::printf("\n%-22s %7s %7s %7s %7s  %-30s %s\n", "variant", "cases", "passed", "failed", "skipped",
-                  "closest to its limit", "note");
-      bool any_failed = false, any_tested = false;
-      for (auto& s : all) {
-        if (s.unavailable) {
-          std::printf("%-22s %7s %7s %7s %7s  %-30s unavailable: %s\n", s.name.c_str(), "-", "-", "-", "-", "-",
-                      printable_line(*s.unavailable).c_str());
-          continue;
-        }
-        any_failed |= s.failed > 0 || s.unload_failure.has_value();
-        any_tested |= (s.passed + s.failed) > 0;
-        // How close the judged cases came to failing, never a number over cases nobody judged.
-        const std::string tight = s.tightest ? to_text(*s.tightest) : s.judged ? "-" : "- (no case judged)";
-        std::printf("%-22s %7lld %7lld %7lld %7lld  %s %s\n", s.name.c_str(), static_cast<long long>(s.cases),
-                    static_cast<long long>(s.passed), static_cast<long long>(s.failed), static_cast<long long>(s.skipped),
-                    pad_columns(tight, 30).c_str(), summary_note(s).c_str());
-      }
-      for (auto& s : all) {
-        // Why cases were skipped, most frequent first: a campaign that skipped everything must
-        // say what the kernel refused.
-        std::vector<std::pair<int64_t, std::string>> why;
-        for (auto& [reason, n] : s.skipped_by) why.emplace_back(n, reason);
-        std::sort(why.begin(), why.end(), [](auto& a, auto& b) { return a.first > b.first; });
-        for (size_t i = 0; i < why.size() && i < 3; ++i)
-          std::printf("skipped: %s: %lld x %s\n", s.name.c_str(), static_cast<long long>(why[i].first),
-                      printable_line(why[i].second).c_str());
-        if (why.size() > 3) std::printf("skipped: %s: and %zu other reasons (see --json)\n", s.name.c_str(), why.size() - 3);
-      }
-      for (auto& s : all)
-        for (size_t k = 0; k < s.repro.size(); ++k) {
-          // A failure that did not fail every re-run is flaky: never a plain reproduce line.
-          const std::optional<Reproduction>& r = s.failures[k].reproduced;
-          if (r && !r->confirmed())
-            std::printf("flaky (%s): %s\n", to_text(*r).c_str(), printable_line(s.repro[k]).c_str());
-          else
-            std::printf("reproduce: %s\n", printable_line(s.repro[k]).c_str());
-        }
+      CampaignReport report;
+      report.campaign = campaign_identity(o->c, o->kernel, o->plugins);
+      report.shard_index = o->c.shard_index;
+      report.shard_count = o->c.shard_count;
+      report.finished = !error;
+      report.error = error;
+      report.variants = std::move(all);
+      std::function<void()> pages;
       if (!o->html.empty()) {
-        std::string title = "flashcheck run --seed " + std::to_string(o->c.seed) + " --cases " + std::to_string(o->c.cases);
-        if (o->c.shard_count > 1) title += " --shard " + o->shard;
-        if (o->kernel != "all") title += " --kernel " + o->kernel;
-        try {  // every page is tried, and the JSON written, before a page's failure is said
-          write_failure_pages(all, o->html, title);
-        } catch (const std::exception& e) {
-          if (!error) error = e.what();
-        }
+        report.pages = failure_page_paths(report.variants, o->html);
+        pages = [&] { write_failure_pages(report.variants, o->html, campaign_title(report)); };
       }
-      std::optional<std::string> nothing_tested;
-      if (!error && !any_failed && !any_tested)
-        nothing_tested = "nothing could be tested (every kernel unavailable or every case skipped)";
-      if (outputs.json_wanted()) {
-        nlohmann::json j;
-        j["seed"] = o->c.seed;
-        j["shard"] = o->shard;
-        j["cases"] = o->c.cases;
-        if (error) j.update(error_json(*error));
-        if (nothing_tested) j.update(error_json(*nothing_tested));
-        for (auto& s : all) {
-          nlohmann::json v{{"name", s.name}, {"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed},
-                           {"skipped", s.skipped}, {"worst_ulp", s.worst_ulp}, {"worst_cos", s.worst_cos}};
-          if (s.unavailable) v["unavailable"] = *s.unavailable;
-          v["judged"] = s.judged;
-          if (!s.judged) v["worst_ulp"] = v["worst_cos"] = nullptr;  // nothing judged: no number
-          if (!s.failed_by.empty()) v["failed_by"] = s.failed_by;
-          if (!s.skipped_by.empty()) v["skipped_by"] = s.skipped_by;
-          if (s.first_abnormal) v["first_abnormal"] = *s.first_abnormal;
-          if (s.not_run) v["not_run"] = s.not_run;
-          if (s.unload_failure) v["unload_failure"] = *s.unload_failure;
-          if (s.tightest)
-            v["tightest"] = {{"criterion", s.tightest->criterion}, {"value", s.tightest->value},
-                             {"limit", s.tightest->limit}, {"case", s.tightest->case_index}, {"text", to_text(*s.tightest)},
-                             {"ratio", std::isfinite(s.tightest->ratio) ? nlohmann::json(s.tightest->ratio) : nlohmann::json("inf")}};
-          for (auto& f : s.failures) {
-            nlohmann::json fj = to_json(f.report);
-            if (f.reproduced) fj["reproduced"] = reproduction_json(*f.reproduced);
-            v["failures"].push_back(fj);
-          }
-          j["variants"].push_back(v);
-        }
-        outputs.write_json(j);
-      }
-      if (error) throw CannotTest(*error);
-      if (any_failed) return int{kMismatch};
-      if (nothing_tested) {
-        std::fprintf(stderr, "flashcheck run: %s\n", nothing_tested->c_str());
-        return int{kCannotTest};
-      }
-      return int{kPass};
+      return end_campaign("run", outputs, report, error, pages);
       });
     };
   });

@@ -14,6 +14,7 @@ void add_calibrate(CLI::App& app, Action& action);
 void add_oracle(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);
 void add_list(CLI::App& app, Action& action);
+void add_merge(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_determinism(CLI::App& app, Action& action);
 

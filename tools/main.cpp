@@ -1,7 +1,12 @@
 // flashcheck: the command line. Exit codes follow `git bisect run`: 0 pass, 1 mismatch, 125 cannot test.
 // (README, "Reliability": a kernel's crash, exit or hang is a verdict of its worker process, never
 // flashcheck's own exit code.)
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -9,6 +14,7 @@
 #include "reference/blas_core.h"
 #include "runner/isolation.h"
 #include "tools/commands.h"
+#include "tools/gpus.h"
 #include "tools/output.h"
 #include "verify/untrusted_text.h"
 #include "verify/check_file.h"
@@ -39,6 +45,13 @@ int main(int argc, char** argv) {
   flashcheck::restart_with_better_blas_core(argv);  // before anything runs: OpenBLAS reads its core only at load
   // A kernel's worker process (runner/isolation.h) is this binary, started fresh by flashcheck.
   if (argc >= 2 && std::strcmp(argv[1], flashcheck::kWorkerArg) == 0) return flashcheck::worker_main(argc, argv);
+  // A `run --gpus` worker (tools/gpus.h) dies with the run that started it, never outliving it on a GPU.
+  if (const char* parent = std::getenv("FLASHCHECK_GPU_PARENT")) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != static_cast<pid_t>(std::atoll(parent))) return flashcheck::kCannotTest;  // it died before the signal was armed
+    unsetenv("FLASHCHECK_GPU_PARENT");  // not inherited by this worker's own kernel workers
+  }
+  flashcheck::cli::remember_command_line(argc, argv);  // a `run --gpus` worker's command line is this one's
   namespace cli = flashcheck::cli;
   CLI::App app{"flashcheck: reference-and-verification testbed for FlashAttention forward kernels.\n"
                "Exit codes: 0 pass, 1 numerical mismatch, 125 cannot test."};
@@ -46,6 +59,7 @@ int main(int argc, char** argv) {
   cli::Action action;
   cli::add_run(app, action);
   cli::add_list(app, action);
+  cli::add_merge(app, action);
   cli::add_check(app, action);
   cli::add_golden(app, action);
   cli::add_calibrate(app, action);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 
 #include "reference/conventions.h"
@@ -193,7 +194,7 @@ int CommandOutputs::run(const std::function<int()>& work) {
 std::optional<std::string> json_target_of(int argc, char** argv) {
   if (argc < 2) return std::nullopt;
   const std::string command = argv[1];
-  if (command != "run" && command != "check" && command != "list") return std::nullopt;
+  if (command != "run" && command != "check" && command != "list" && command != "merge") return std::nullopt;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--") break;
@@ -234,7 +235,27 @@ fs::path write_case_html(const CaseOutcome& failed, const fs::path& path) {
   return path;
 }
 
-void write_failure_pages(const std::vector<VariantSummary>& all, const fs::path& dir, const std::string& title) {
+namespace {
+
+// A shard's page of a failure, copied as it was written (merge --html).
+void copy_page(const std::string& from, const fs::path& to, const VariantSummary& s, size_t k) {
+  if (from.empty())
+    throw CannotTest("the failure of case " + std::to_string(k < s.failure_cases.size() ? s.failure_cases[k] : -1) +
+                     " of kernel '" + s.name + "' has no HTML page: its shard ran without --html");
+  std::ifstream in(from, std::ios::binary);
+  if (!in) throw CannotTest("cannot read the HTML page " + from + " of kernel '" + s.name + "': " + std::strerror(errno));
+  std::ostringstream page;
+  page << in.rdbuf();
+  std::error_code ec;
+  fs::create_directories(to.parent_path().empty() ? "." : to.parent_path(), ec);
+  write_report_file(to, page.str());
+  std::cerr << "html report: " << printable_line(to.string()) << "\n";
+}
+
+}  // namespace
+
+void write_failure_pages(const std::vector<VariantSummary>& all, const fs::path& dir, const std::string& title,
+                         const std::vector<std::vector<std::string>>* copy_from) {
   std::optional<std::string> first_error;
   CampaignOverview overview;
   overview.title = title;
@@ -255,7 +276,12 @@ void write_failure_pages(const std::vector<VariantSummary>& all, const fs::path&
       const CaseOutcome& f = s.failures[i];
       const std::string page = s.name + "_" + std::to_string(i) + ".html";
       try {
-        write_case_html(f, dir / page);
+        if (copy_from) {
+          const size_t v = static_cast<size_t>(&s - all.data());
+          copy_page(v < copy_from->size() && i < (*copy_from)[v].size() ? (*copy_from)[v][i] : "", dir / page, s, i);
+        } else {
+          write_case_html(f, dir / page);
+        }
       } catch (const std::exception& e) {
         if (!first_error) first_error = e.what();
       }

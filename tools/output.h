@@ -121,8 +121,10 @@ std::filesystem::path write_case_html(const CaseOutcome& failed, const std::file
 // `run --html DIR`: a page per kept (shrunk) failure, DIR/<kernel>_<i>.html, and DIR/index.html,
 // the campaign's overview (per kernel: counts, coverage of the drawn space, failures with their
 // reproduce lines and links to their pages). Every page is tried; the first failure is thrown
-// after the others were written.
+// after the others were written. `copy_from` (a merge of shards): per kernel, per kept failure, the
+// page its shard wrote, copied instead of written from the report (which, read back from JSON, has
+// no error maps); an empty one fails that page, naming the kernel and case.
 void write_failure_pages(const std::vector<VariantSummary>& all, const std::filesystem::path& dir,
-                         const std::string& title);
+                         const std::string& title, const std::vector<std::vector<std::string>>* copy_from = nullptr);
 
 }  // namespace flashcheck::cli

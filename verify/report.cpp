@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 #include "verify/metrics.h"
 #include "verify/untrusted_text.h"
@@ -241,6 +242,98 @@ nlohmann::json to_json(const Report& r) {
   j["notes"] = r.notes;
   for (const auto& [phase, s] : r.timings) j["timings_s"][phase] = s;
   return j;
+}
+
+Report report_from_json(const nlohmann::json& j) {
+  // Each read names its field: a shard file cut or edited by hand is refused, never half read.
+  auto at = [](const nlohmann::json& o, const char* key) -> const nlohmann::json& {
+    if (!o.is_object() || !o.contains(key)) throw std::runtime_error(std::string("report: no '") + key + "'");
+    return o.at(key);
+  };
+  auto num = [](const nlohmann::json& x, const char* key) -> double {  // to_json's strings for NaN and infinities
+    if (x.is_number()) return x.get<double>();
+    if (x == "nan") return std::nan("");
+    if (x == "inf") return INFINITY;
+    if (x == "-inf") return -INFINITY;
+    throw std::runtime_error(std::string("report: '") + key + "' is not a number");
+  };
+  auto whole = [](const nlohmann::json& x, const char* key) -> int64_t {
+    if (!x.is_number_integer()) throw std::runtime_error(std::string("report: '") + key + "' is not a whole number");
+    return x.get<int64_t>();
+  };
+  Report r;
+  try {
+    r.problem = parse_problem(at(j, "problem").get<std::string>());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("report: 'problem': ") + e.what());
+  }
+  r.rows_checked = whole(at(j, "rows_checked"), "rows_checked");
+  r.sampled = at(j, "sampled").get<bool>();
+  auto one_of = [](const nlohmann::json& x, const char* key, std::initializer_list<const char*> names) -> size_t {
+    size_t k = 0;
+    for (const char* n : names) {
+      if (x == n) return k;
+      ++k;
+    }
+    throw std::runtime_error(std::string("report: '") + key + "' is " + x.dump());
+  };
+  if (j.contains("criteria"))
+    for (const auto& c : j.at("criteria")) {
+      Criterion k;
+      k.name = at(c, "name").get<std::string>();
+      k.pass = at(c, "pass").get<bool>();
+      k.role = static_cast<Criterion::Role>(one_of(at(c, "role"), "role", {"judged", "reported_only", "not_computed"}));
+      k.bound = static_cast<Criterion::Bound>(one_of(at(c, "bound"), "bound", {"at_most", "at_least", "magnitude_at_most"}));
+      if (k.role != Criterion::Role::not_computed) k.value = num(at(c, "value"), "value");  // else null: no value at all
+      k.limit = num(at(c, "limit"), "limit");
+      k.detail = at(c, "detail").get<std::string>();
+      r.criteria.push_back(std::move(k));
+    }
+  const nlohmann::json& m = at(j, "metrics");
+  r.compared = whole(at(m, "compared"), "compared");
+  // With no element compared the value metrics are null: what they hold then is never written.
+  auto measured = [&](const char* key, double& into) {
+    if (!at(m, key).is_null()) into = num(m.at(key), key);
+  };
+  measured("cosine", r.cosine);
+  measured("rel_l2", r.rel_l2);
+  measured("max_abs", r.max_abs);
+  measured("baseline_max_abs", r.baseline_max_abs);
+  const nlohmann::json& ulp = at(m, "ulp_max");
+  if (ulp == "nan") r.ulp_max = kNanUlp;
+  else if (ulp.is_number_unsigned()) r.ulp_max = ulp.get<uint64_t>();
+  else if (!ulp.is_null()) throw std::runtime_error("report: 'ulp_max' is not a whole number");
+  measured("ulp_mean", r.ulp_mean);
+  r.ulp_over_n = whole(at(m, "ulp_over_n"), "ulp_over_n");
+  measured("rounding_bias", r.rounding_bias);
+  r.distinct_pairs = num(at(m, "distinct_pairs"), "distinct_pairs");
+  r.elements = whole(at(m, "elements"), "elements");
+  r.nan_mismatches = whole(at(m, "nan_mismatches"), "nan_mismatches");
+  r.unwritten = whole(at(m, "unwritten"), "unwritten");
+  r.empty_row_violations = whole(at(m, "empty_row_violations"), "empty_row_violations");
+  if (m.contains("lse_max_abs")) {
+    r.lse_max_abs = num(m.at("lse_max_abs"), "lse_max_abs");
+    r.lse_max_rel = num(at(m, "lse_max_rel"), "lse_max_rel");
+  }
+  if (j.contains("worst")) {
+    const nlohmann::json& w = j.at("worst");
+    r.worst = Location{whole(at(w, "b"), "b"),           whole(at(w, "h"), "h"),
+                       whole(at(w, "row"), "row"),       whole(at(w, "col"), "col"),
+                       whole(at(w, "q_tile"), "q_tile"), whole(at(w, "kv_tile"), "kv_tile"),
+                       num(at(w, "kernel"), "kernel"),   num(at(w, "oracle"), "oracle")};
+  }
+  if (j.contains("sequences"))
+    for (const auto& q : j.at("sequences"))
+      r.sequences.push_back({whole(at(q, "b"), "b"), whole(at(q, "sq"), "sq"), whole(at(q, "skv"), "skv"),
+                             whole(at(q, "compared"), "compared"), whole(at(q, "flagged"), "flagged"),
+                             whole(at(q, "lse_over"), "lse_over"), num(at(q, "max_abs"), "max_abs"),
+                             num(at(q, "max_abs_limit"), "max_abs_limit"), at(q, "pass").get<bool>()});
+  r.repro = at(j, "repro").get<std::string>();
+  r.notes = at(j, "notes").get<std::vector<std::string>>();
+  if (j.contains("timings_s"))
+    for (const auto& [phase, s] : j.at("timings_s").items()) r.timings.emplace_back(phase, num(s, "timings_s"));
+  if (at(j, "pass").get<bool>() != r.pass()) throw std::runtime_error("report: 'pass' disagrees with its criteria");
+  return r;
 }
 
 }  // namespace flashcheck

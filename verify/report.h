@@ -169,5 +169,9 @@ class PhaseTimer {
 
 std::string to_text(const Report& r);
 nlohmann::json to_json(const Report& r);
+// The inverse of to_json, for reports read back (`flashcheck merge` reads shards' JSON):
+// to_json(report_from_json(j)) == j for any j that to_json wrote. The error maps are not in the
+// JSON and stay empty. Throws std::runtime_error naming the field that is missing or malformed.
+Report report_from_json(const nlohmann::json& j);
 
 }  // namespace flashcheck

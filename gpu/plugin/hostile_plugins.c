@@ -217,6 +217,16 @@ static int hang_later(const fc_problem* p, const void* q, const void* k, const v
   return base(p, q, k, v, o, lse);
 }
 
+/* Wrong only on some problems: when Skv is even, o is left zero. A campaign on it has
+ * passes and failures in a fixed pattern that shrink to the same small problem every time: what
+ * the shard-merge tests compare between a sharded and an unsharded run. */
+static int wrong_some(const fc_problem* p, const void* q, const void* k, const void* v, void* o, float* lse, void* s) {
+  int rc = base(p, q, k, v, o, lse);
+  (void)s;
+  if (p->seq_kv % 2 == 0) memset(o, 0, (size_t)o_bytes(p));
+  return rc;
+}
+
 #define KERNEL_S(name, sup, fn) \
   { FLASHCHECK_PLUGIN_ABI_VERSION, sizeof(fc_kernel), name, FC_MEMORY_HOST, FC_LSE_BASE_2, FC_EMPTY_LSE_NEG_INF, sup, fn, 0 }
 
@@ -225,6 +235,7 @@ static const fc_kernel kMoreRuntime[] = {
     KERNEL_S("hostile_supports_hang", supports_hang, polite),
     KERNEL("hostile_flaky", flaky),
     KERNEL("hostile_hang_later", hang_later),
+    KERNEL("hostile_wrong_some", wrong_some),
 };
 
 static const fc_kernel* more_runtime_kernels(uint32_t index) {
