@@ -32,8 +32,11 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   // Problem model 2: the variants the kernel declares, less those the run leaves out (--variants),
   // narrowed to those every case must have (--require) where the space can say so; the rest of
   // --require is met by redrawing (campaign_case).
+  // Load and big campaigns grow each drawn case (load_case, big_case) in ways defined for dense
+  // problems (residues of Sq, Skv and Skv − Sq; bytes per batch entry): they draw plain problems.
+  const bool grown = opt.load || opt.big;
   const VariantSelection& sel = opt.variants;
-  auto on = [&](VariantName n) { return declares_variant(caps, n) && sel.allows(n); };
+  auto on = [&](VariantName n) { return !grown && declares_variant(caps, n) && sel.allows(n); };
   s.windows = on(VariantName::window);
   s.softcap = on(VariantName::softcap);
   if (on(VariantName::alibi)) {
@@ -67,6 +70,31 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   return s;
 }
 
+namespace {
+// Growing a drawn problem keeps what made it that problem. Lengths grow by the same amount on every
+// sequence (so each keeps its residues); a batch of listed lengths (varlen, paged, seqused_k) grows
+// by repeating its sequences in order and shrinks by dropping the last ones, lists cut alike.
+void add_length(Problem& p, int64_t add) {
+  p.seq_q += add;
+  p.seq_kv += add;
+  for (auto list : {&Problem::seqlens_q, &Problem::seqlens_kv, &Problem::seqused_kv})
+    for (int64_t& n : p.*list) n = std::max<int64_t>(0, n + add);
+  normalize(p);
+}
+
+void set_batch(Problem& p, int64_t batch) {
+  for (auto list : {&Problem::seqlens_q, &Problem::seqlens_kv, &Problem::seqused_kv}) {
+    std::vector<int64_t>& l = p.*list;
+    if (l.empty()) continue;
+    const std::vector<int64_t> was = l;
+    l.resize(static_cast<size_t>(batch));
+    for (size_t b = was.size(); b < l.size(); ++b) l[b] = was[b % was.size()];
+  }
+  p.batch = batch;
+  normalize(p);
+}
+}  // namespace
+
 Case load_case(const Case& c, const ProblemSpace& space, const CampaignOptions& opt) {
   Case out = c;
   Problem& p = out.problem;
@@ -77,18 +105,14 @@ Case load_case(const Case& c, const ProblemSpace& space, const CampaignOptions& 
   int64_t add = 0;
   while (std::min(p.seq_q, p.seq_kv) + add < opt.load_min_seq && std::max(p.seq_q, p.seq_kv) + add + step <= space.max_seq)
     add += step;
-  p.seq_q += add;
-  p.seq_kv += add;
-  if (p.batch * p.heads_q < opt.load_min_bh) p.batch = (opt.load_min_bh + p.heads_q - 1) / p.heads_q;
+  add_length(p, add);
+  if (p.batch * p.heads_q < opt.load_min_bh) set_batch(p, (opt.load_min_bh + p.heads_q - 1) / p.heads_q);
   auto work = [](const Problem& q) {
     return static_cast<double>(q.batch * q.heads_q) * static_cast<double>(q.seq_q) * static_cast<double>(q.seq_kv) *
            static_cast<double>(q.head_dim_qk + q.head_dim_v);
   };
-  while (work(p) > opt.max_work && p.batch > 1) p.batch = std::max<int64_t>(1, p.batch / 2);
-  while (work(p) > opt.max_work && std::min(p.seq_q, p.seq_kv) > step) {
-    p.seq_q -= step;
-    p.seq_kv -= step;
-  }
+  while (work(p) > opt.max_work && p.batch > 1) set_batch(p, std::max<int64_t>(1, p.batch / 2));
+  while (work(p) > opt.max_work && std::min(p.seq_q, p.seq_kv) > step) add_length(p, -step);
   return out;
 }
 
@@ -101,7 +125,7 @@ Case big_case(const Case& c, const ProblemSpace& space, const CampaignOptions& o
   Problem& p = out.problem;
   const double per_batch = static_cast<double>(std::max({p.heads_q * p.seq_q * p.head_dim_qk, p.heads_kv * p.seq_kv * p.head_dim_qk,
                                                           p.heads_kv * p.seq_kv * p.head_dim_v, p.heads_q * p.seq_q * p.head_dim_v}));
-  p.batch = static_cast<int64_t>(std::floor(opt.big_min_elems / per_batch)) + 1;
+  set_batch(p, static_cast<int64_t>(std::floor(opt.big_min_elems / per_batch)) + 1);
   return out;
 }
 
@@ -503,6 +527,10 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
   }
   if (auto why = opt.variants.refusal(v.caps())) {
     s.unavailable = *why;
+    return s;
+  }
+  if ((opt.load || opt.big) && !opt.variants.required.empty()) {
+    s.unavailable = "--require with --load or --big: grown campaigns draw plain problems only";
     return s;
   }
   const ProblemSpace space = space_for(v.caps(), opt);
