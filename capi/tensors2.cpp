@@ -217,26 +217,10 @@ void read_sides(const Problem& p, const fc_tensors& t, int64_t num_pages, Inputs
 }
 
 // The logical rows of tensor t (reference/sequences.h), each row's storage offset in elements.
+// Every row of t: f(logical offset, storage offset) (Storage::for_each_row; p is st's problem).
 template <class F>
-void for_each_row(const Problem& p, const Storage& st, Tensor t, F&& f) {
-  const Sequences seqs(p);
-  const bool kv = t == Tensor::k || t == Tensor::v;
-  const int64_t heads = kv ? p.heads_kv : p.heads_q;
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t n = kv ? seqs.skv(b) : seqs.sq(b);
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t logical = 0;
-        switch (t) {
-          case Tensor::q: logical = seqs.q_row(b, h, i); break;
-          case Tensor::k: logical = seqs.k_row(b, h, i); break;
-          case Tensor::v: logical = seqs.v_row(b, h, i); break;
-          case Tensor::o: logical = seqs.o_row(b, h, i); break;
-          case Tensor::lse: logical = seqs.lse_at(b, h, i); break;
-        }
-        f(logical, st.row(t, b, h, i));
-      }
-  }
+void for_each_row(const Problem&, const Storage& st, Tensor t, F&& f) {
+  st.for_each_row(t, [&](int64_t logical, int64_t stored, int64_t) { f(logical, stored); });
 }
 
 int64_t logical_elems(const Problem& p, Tensor t) {

@@ -155,29 +155,6 @@ int64_t Storage::row(Tensor t, int64_t b, int64_t h, int64_t i) const {
   return b * s.outer + i * s.seq + h * s.head;
 }
 
-template <typename F>
-void Storage::for_each_row(Tensor t, F&& f) const {
-  const Sequences seqs(p_);
-  const int64_t w = width(t);
-  const bool kv = is_kv(t);
-  const int64_t heads = kv ? p_.heads_kv : p_.heads_q;
-  for (int64_t b = 0; b < p_.batch; ++b) {
-    const int64_t n = kv ? seqs.skv(b) : seqs.sq(b);
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t logical = 0;
-        switch (t) {
-          case Tensor::q: logical = seqs.q_row(b, h, i); break;
-          case Tensor::k: logical = seqs.k_row(b, h, i); break;
-          case Tensor::v: logical = seqs.v_row(b, h, i); break;
-          case Tensor::o: logical = seqs.o_row(b, h, i); break;
-          case Tensor::lse: logical = seqs.lse_at(b, h, i); break;
-        }
-        f(logical, row(t, b, h, i), w);
-      }
-  }
-}
-
 void Storage::scatter(Tensor t, const float* logical, float* storage) const {
   for_each_row(t, [&](int64_t l, int64_t s, int64_t w) { std::copy_n(logical + l, w, storage + s); });
 }

@@ -10,6 +10,7 @@
 
 #include "reference/inputs.h"
 #include "reference/problem.h"
+#include "reference/sequences.h"
 
 namespace flashcheck {
 
@@ -57,12 +58,34 @@ class Storage {
   void gather(Tensor t, const float* storage, float* logical) const;
   // Marks, in `covered` (elems(t) entries), every storage element a logical row maps to.
   void mark_covered(Tensor t, std::vector<char>& covered) const;
+  // Calls f(logical offset, storage offset, width) for every row of t: the one walk that scatter,
+  // gather, the staging and the C API's views share.
+  template <typename F>
+  void for_each_row(Tensor t, F&& f) const {
+    const Sequences seqs(p_);
+    const int64_t w = width(t);
+    const bool kv = t == Tensor::k || t == Tensor::v;
+    const int64_t heads = kv ? p_.heads_kv : p_.heads_q;
+    for (int64_t b = 0; b < p_.batch; ++b) {
+      const int64_t n = kv ? seqs.skv(b) : seqs.sq(b);
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t logical = 0;
+          switch (t) {
+            case Tensor::q: logical = seqs.q_row(b, h, i); break;
+            case Tensor::k: logical = seqs.k_row(b, h, i); break;
+            case Tensor::v: logical = seqs.v_row(b, h, i); break;
+            case Tensor::o: logical = seqs.o_row(b, h, i); break;
+            case Tensor::lse: logical = seqs.lse_at(b, h, i); break;
+          }
+          f(logical, row(t, b, h, i), w);
+        }
+    }
+  }
 
  private:
   void init(const Problem& p, const Inputs& in, int64_t pad_tokens);
   void check_layout(int t);
-  template <typename F>
-  void for_each_row(Tensor t, F&& f) const;
 
   Problem p_;
   int64_t pad_ = 0, page_size_ = 0, max_pages_ = 0, num_pages_ = 0;

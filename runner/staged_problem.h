@@ -37,26 +37,10 @@ inline constexpr int64_t kPadTokens = 3;
 // Every row of tensor t: f(logical offset, storage offset, width) in elements, the logical
 // offset in the layout Inputs and the judge use (reference/sequences.h), the storage offset from
 // `st` (reference/storage.h). Row by row, so that no element outside a row is ever touched.
+// Every row of t: f(logical offset, storage offset, width) (Storage::for_each_row; p is st's problem).
 template <typename F>
-void for_each_row(const Problem& p, const Storage& st, Tensor t, F&& f) {
-  const Sequences seqs(p);
-  const bool kv = t == Tensor::k || t == Tensor::v;
-  const int64_t heads = kv ? p.heads_kv : p.heads_q, w = st.width(t);
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t n = kv ? seqs.skv(b) : seqs.sq(b);
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t logical = 0;
-        switch (t) {
-          case Tensor::q: logical = seqs.q_row(b, h, i); break;
-          case Tensor::k: logical = seqs.k_row(b, h, i); break;
-          case Tensor::v: logical = seqs.v_row(b, h, i); break;
-          case Tensor::o: logical = seqs.o_row(b, h, i); break;
-          case Tensor::lse: logical = seqs.lse_at(b, h, i); break;
-        }
-        f(logical, st.row(t, b, h, i), w);
-      }
-  }
+void for_each_row(const Problem&, const Storage& st, Tensor t, F&& f) {
+  st.for_each_row(t, std::forward<F>(f));
 }
 
 // What KernelArgs holds besides its pointers: each tensor's row strides (outer, seq, head) and

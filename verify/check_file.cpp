@@ -15,6 +15,18 @@ namespace {
 struct ReadFile {
   CheckFileCase c;
   NameAudit names;
+  // The kernel's outputs as the judge takes them, and its declarations with the caller's tiles.
+  KernelOutput output() const {
+    KernelOutput out{c.o, std::nullopt, std::nullopt, c.padding_written};
+    if (c.lse) out.lse = *c.lse;
+    return out;
+  }
+  Declared declared(const CheckFileOptions& opt) const {
+    Declared d = c.declared;
+    d.tile_q = opt.tile_q;
+    d.tile_kv = opt.tile_kv;
+    return d;
+  }
 };
 
 ReadFile read_file(const std::filesystem::path& path, const CheckFileOptions& opt, const std::function<void(const char*)>& lap) {
@@ -41,13 +53,8 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   ReadFile rf = read_file(path, opt, lap);
   const CheckFileCase& c = rf.c;
   const NameAudit& names = rf.names;
-  const Problem& p = c.problem;
-  KernelOutput out{c.o, std::nullopt, std::nullopt, c.padding_written};
-  if (c.lse) out.lse = *c.lse;
-  Declared declared = c.declared;
-  declared.tile_q = opt.tile_q;
-  declared.tile_kv = opt.tile_kv;
-  Report r = judge(p, c.inputs, out, declared, JudgeOptions{opt.max_rows, opt.error_maps, opt.oracle, opt.timings});
+  const KernelOutput out = rf.output();
+  Report r = judge(c.problem, c.inputs, out, rf.declared(opt), JudgeOptions{opt.max_rows, opt.error_maps, opt.oracle, opt.timings});
   if (opt.timings) r.timings.insert(r.timings.begin(), timings.begin(), timings.end());
   r.repro = "flashcheck check " + shell_word(path.string());  // runs as printed, whatever the path holds
   if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");
@@ -58,13 +65,7 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
 
 std::vector<ReadingVerdict> identify_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
   const ReadFile rf = read_file(path, opt, [](const char*) {});
-  const CheckFileCase& c = rf.c;
-  KernelOutput out{c.o, std::nullopt, std::nullopt, c.padding_written};
-  if (c.lse) out.lse = *c.lse;
-  Declared declared = c.declared;
-  declared.tile_q = opt.tile_q;
-  declared.tile_kv = opt.tile_kv;
-  return identify(c.problem, c.inputs, out, declared, JudgeOptions{opt.max_rows, false, opt.oracle, false});
+  return identify(rf.c.problem, rf.c.inputs, rf.output(), rf.declared(opt), JudgeOptions{opt.max_rows, false, opt.oracle, false});
 }
 
 }  // namespace flashcheck

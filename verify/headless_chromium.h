@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <cctype>
 #include <map>
 #include <optional>
 #include <regex>
@@ -47,23 +48,43 @@ inline std::optional<std::string> dump_dom(const std::filesystem::path& file) {
   return dom;
 }
 
-// The attributes of the serialised <html> element (where the pages' scripts report what they did).
-inline std::map<std::string, std::string> html_attributes(const std::string& dom) {
+// std::regex is not used on rendered pages: libstdc++ matches [^<]* and [\s\S]*? by recursion, one
+// frame per character, and a long row or text (a page's embedded data, a reproduce line) overflowed
+// the stack (a SEGFAULT in CI on one seed). Plain scanning, linear and flat, instead.
+
+// name="value" pairs of one tag's attribute text.
+inline std::map<std::string, std::string> tag_attributes(const std::string& a) {
   std::map<std::string, std::string> attrs;
-  std::smatch tag;
-  if (!std::regex_search(dom, tag, std::regex("<html([^>]*)>"))) {
-    attrs["(no html element in the dump)"] = dom.substr(0, 200);
-    return attrs;
+  size_t at = 0;
+  while ((at = a.find("=\"", at)) != std::string::npos) {
+    size_t name0 = at;
+    while (name0 > 0 && (std::isalnum(static_cast<unsigned char>(a[name0 - 1])) || a[name0 - 1] == '-')) --name0;
+    const size_t end = a.find('"', at + 2);
+    if (end == std::string::npos) break;
+    if (name0 < at) attrs[a.substr(name0, at - name0)] = a.substr(at + 2, end - at - 2);
+    at = end + 1;
   }
-  const std::string s = tag[1];
-  const std::regex attr(R"re(([a-z-]+)="([^"]*)")re");
-  for (auto it = std::sregex_iterator(s.begin(), s.end(), attr); it != std::sregex_iterator(); ++it) attrs[(*it)[1]] = (*it)[2];
   return attrs;
 }
 
+// The attributes of the serialised <html> element (where the pages' scripts report what they did).
+inline std::map<std::string, std::string> html_attributes(const std::string& dom) {
+  const size_t open = dom.find("<html");
+  const size_t close = open == std::string::npos ? std::string::npos : dom.find('>', open);
+  if (close == std::string::npos) return {{"(no html element in the dump)", dom.substr(0, 200)}};
+  return tag_attributes(dom.substr(open + 5, close - open - 5));
+}
+
 // Text with tags removed and the entities the pages use decoded.
-inline std::string inner_text(std::string s) {
-  s = std::regex_replace(s, std::regex("<[^>]*>"), "");
+inline std::string inner_text(const std::string& html) {
+  std::string s;
+  s.reserve(html.size());
+  bool in_tag = false;
+  for (char c : html) {
+    if (c == '<') in_tag = true;
+    else if (c == '>' && in_tag) in_tag = false;
+    else if (!in_tag) s += c;
+  }
   for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#39;", "'"}, {"&amp;", "&"}}) {
     for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
@@ -80,16 +101,51 @@ struct DomRow {
 // The rows of `dom` whose <tr> carries attribute `marker` (e.g. data-criterion), in order.
 inline std::vector<DomRow> rows_with(const std::string& dom, const std::string& marker) {
   std::vector<DomRow> out;
-  const std::regex row("<tr([^>]*" + marker + "=[^>]*)>([\\s\\S]*?)</tr>"), cell("<td[^>]*>([\\s\\S]*?)</td>"),
-      attr(R"re(([a-z-]+)="([^"]*)")re");
-  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), row); it != std::sregex_iterator(); ++it) {
+  for (size_t at = 0; (at = dom.find("<tr", at)) != std::string::npos;) {
+    const size_t tag_end = dom.find('>', at);
+    if (tag_end == std::string::npos) break;
+    const std::string a = dom.substr(at + 3, tag_end - at - 3);
+    const size_t row_end = dom.find("</tr>", tag_end);
+    if (row_end == std::string::npos) break;
+    at = row_end + 5;
+    if (a.find(marker + "=") == std::string::npos) continue;
     DomRow r;
-    const std::string a = (*it)[1], body = (*it)[2];
-    for (auto at = std::sregex_iterator(a.begin(), a.end(), attr); at != std::sregex_iterator(); ++at)
-      r.attrs[(*at)[1]] = inner_text((*at)[2]);
-    for (auto c = std::sregex_iterator(body.begin(), body.end(), cell); c != std::sregex_iterator(); ++c)
-      r.cells.push_back(inner_text((*c)[1]));
+    for (const auto& [k, v] : tag_attributes(a)) r.attrs[k] = inner_text(v);
+    const std::string body = dom.substr(tag_end + 1, row_end - tag_end - 1);
+    for (size_t c = 0; (c = body.find("<td", c)) != std::string::npos;) {
+      const size_t open_end = body.find('>', c), cell_end = body.find("</td>", c);
+      if (open_end == std::string::npos || cell_end == std::string::npos) break;
+      r.cells.push_back(inner_text(body.substr(open_end + 1, cell_end - open_end - 1)));
+      c = cell_end + 5;
+    }
     out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The text of every `<pre class="repro">` block, in order.
+inline std::vector<std::string> repro_blocks(const std::string& dom) {
+  std::vector<std::string> out;
+  const std::string open = "<pre class=\"repro\">";
+  for (size_t at = 0; (at = dom.find(open, at)) != std::string::npos;) {
+    const size_t end = dom.find("</pre>", at);
+    if (end == std::string::npos) break;
+    out.push_back(dom.substr(at + open.size(), end - at - open.size()));
+    at = end;
+  }
+  return out;
+}
+
+// The targets of <a href="..."> links that name a file (not an anchor on the same page).
+inline std::vector<std::string> page_links(const std::string& dom) {
+  std::vector<std::string> out;
+  const std::string open = "<a href=\"";
+  for (size_t at = 0; (at = dom.find(open, at)) != std::string::npos;) {
+    const size_t end = dom.find('"', at + open.size());
+    if (end == std::string::npos) break;
+    const std::string target = dom.substr(at + open.size(), end - at - open.size());
+    if (!target.empty() && target.find('#') == std::string::npos) out.push_back(target);
+    at = end;
   }
   return out;
 }

@@ -133,10 +133,9 @@ TEST(OverviewHtml, ShowsCountsCoverageAndFailuresInHeadlessChromium) {
   for (const DomRow& r : values) gaps += r.cells[0].find("(not reached)") != std::string::npos;
   EXPECT_EQ(gaps, 3) << "bad<kernel> judged no bf16, no head_dim 128 (only skipped there), no bottom_right";
   // The failure: its criteria as the report shows them, its reproduce line and its page's link.
-  const std::regex repro("<pre class=\"repro\">([^<]*)</pre>");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(*dom, m, repro));
-  EXPECT_EQ(flashcheck::testing::inner_text(m[1]), f.reproduce);
+  const std::vector<std::string> repro = flashcheck::testing::repro_blocks(*dom);
+  ASSERT_FALSE(repro.empty());
+  EXPECT_EQ(flashcheck::testing::inner_text(repro.front()), f.reproduce);
   EXPECT_NE(dom->find("<a href=\"bad_0.html\">"), std::string::npos);
   EXPECT_NE(dom->find("data-criterion=\"unwritten\" data-status=\"FAIL\""), std::string::npos);
   EXPECT_NE(flashcheck::testing::inner_text(*dom).find("FAIL unwritten 1 > 0"), std::string::npos);
@@ -173,9 +172,8 @@ TEST(OverviewHtml, RunHtmlWritesAnIndexLinkingEveryFailurePage) {
   }
   EXPECT_EQ(kernels, (std::set<std::string>{"replica", "broken_oob_write", "broken_unwritten_row", "broken_lse_base"}));
   // Every link to a page resolves, and each failing kernel's first page reads honestly.
-  const std::regex link("<a href=\"([^\"#]+)\">");
   std::set<std::string> pages;
-  for (auto it = std::sregex_iterator(dom->begin(), dom->end(), link); it != std::sregex_iterator(); ++it) pages.insert((*it)[1]);
+  for (const std::string& target : flashcheck::testing::page_links(*dom)) pages.insert(target);
   EXPECT_GE(pages.size(), 3u);
   for (const std::string& page : pages) EXPECT_TRUE(fs::exists(dir / "html" / page)) << page;
   for (const char* first : {"broken_oob_write_0.html", "broken_unwritten_row_0.html", "broken_lse_base_0.html"}) {
@@ -188,9 +186,9 @@ TEST(OverviewHtml, RunHtmlWritesAnIndexLinkingEveryFailurePage) {
       if (row.cells.size() >= 3 && row.cells[2] != "-") flashcheck::testing::expect_honest_row(row);  // "-": no output judged
   }
   // The reproduce lines of the overview are the campaign's own.
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(*dom, m, std::regex("<pre class=\"repro\">([^<]*)</pre>")));
-  EXPECT_NE(log.find(flashcheck::testing::inner_text(m[1])), std::string::npos);
+  const std::vector<std::string> repro = flashcheck::testing::repro_blocks(*dom);
+  ASSERT_FALSE(repro.empty());
+  EXPECT_NE(log.find(flashcheck::testing::inner_text(repro.front())), std::string::npos);
   fs::remove_all(dir);
 }
 #endif
