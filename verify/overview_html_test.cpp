@@ -166,6 +166,13 @@ TEST(OverviewHtml, RunHtmlWritesAnIndexLinkingEveryFailurePage) {
   EXPECT_EQ(flashcheck::testing::html_attributes(*dom).count("data-script-error"), 0u);
   std::set<std::string> kernels;
   for (const DomRow& r : rows_with(*dom, "data-kernel")) {
+    // A built-in device kernel on a machine without a GPU (a CUDA build run in CI) is listed as
+    // unavailable in one cell: said, never counted.
+    if (r.cells.size() < 4) {
+      ASSERT_EQ(r.cells.size(), 2u) << r.attrs.at("data-kernel");
+      EXPECT_NE(r.cells[1].find("unavailable"), std::string::npos) << r.attrs.at("data-kernel") << ": " << r.cells[1];
+      continue;
+    }
     kernels.insert(r.attrs.at("data-kernel"));
     if (r.attrs.at("data-kernel") == "replica") EXPECT_EQ(r.cells[3], "0") << "the replica is correct";
     else EXPECT_NE(r.cells[3], "0") << r.attrs.at("data-kernel") << " is broken";
