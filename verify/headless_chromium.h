@@ -49,8 +49,8 @@ inline std::optional<std::string> dump_dom(const std::filesystem::path& file) {
 }
 
 // std::regex is not used on rendered pages: libstdc++ matches [^<]* and [\s\S]*? by recursion, one
-// frame per character, and a long row or text (a page's embedded data, a reproduce line) overflowed
-// the stack (a SEGFAULT in CI on one seed). Plain scanning, linear and flat, instead.
+// frame per character, so a long enough row or text (a page's embedded data, a reproduce line)
+// could overflow the stack. Plain scanning is linear and flat.
 
 // name="value" pairs of one tag's attribute text.
 inline std::map<std::string, std::string> tag_attributes(const std::string& a) {
