@@ -332,14 +332,8 @@ class CallbackVariant final : public Variant {
   void forward(const Problem& p, const KernelArgs& args) const override {
     const fc_attention a = to_c(p, true);
     g_callback_error.clear();
-    const int32_t rc = fn_(user_, &a, args.q.data, args.k.data, args.v.data, args.o.data, static_cast<float*>(args.lse.data));
-    // The callback's message enters reports and the campaign's log here, where it becomes one
-    // printable line: it may hold anything (bytes that are not UTF-8, escapes, a fake line).
-    const std::string said = printable_line(g_callback_error);
-    if (rc == FC_CALLBACK_ABORT) throw CallbackAbort{said};
-    if (rc == FC_CALLBACK_DECLINE) throw Declined(said.empty() ? "declined by the kernel" : "declined: " + said);
-    if (rc != 0)
-      throw std::runtime_error("kernel '" + name_ + "' returned " + std::to_string(rc) + (said.empty() ? std::string() : ": " + said));
+    raise_callback_status(fn_(user_, &a, args.q.data, args.k.data, args.v.data, args.o.data, static_cast<float*>(args.lse.data)),
+                          name_);
   }
 
  private:

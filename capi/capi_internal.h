@@ -58,6 +58,18 @@ struct CallbackAbort {
   std::string why;
 };
 
+// What a kernel callback's return code means to the runner: 0 done, FC_CALLBACK_DECLINE a decline
+// (skipped), FC_CALLBACK_ABORT the campaign's end, anything else a kernel error. Its message
+// (g_callback_error, cleared before the call) enters reports and the campaign's log here as one
+// printable line: it may hold anything (bytes that are not UTF-8, escapes, a fake line).
+inline void raise_callback_status(int32_t rc, const std::string& kernel) {
+  if (rc == 0) return;
+  const std::string said = printable_line(g_callback_error);
+  if (rc == FC_CALLBACK_ABORT) throw CallbackAbort{said};
+  if (rc == FC_CALLBACK_DECLINE) throw Declined(said.empty() ? "declined by the kernel" : "declined: " + said);
+  throw std::runtime_error("kernel '" + kernel + "' returned " + std::to_string(rc) + (said.empty() ? std::string() : ": " + said));
+}
+
 struct InvalidArgument : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };

@@ -2,13 +2,10 @@
 // run` runs. The callback is a runner Variant with host memory whose caps are the variants the
 // options allow; its arguments are the problem struct and a view of every buffer.
 //
-// What this build's runner can give it: Variant::forward carries the q, k, v, o, lse buffers of
-// plain problems only (no row strides, no side tensors), so the callback is called through
-// call() with those buffers described as the runner's strided arguments (KernelArgs); a runner
-// that stages problem model 2 (strided buffers and side tensors) calls call() with its own
-// KernelArgs, and unsupported() then stops refusing variants. Until the campaign draws a variant
-// the options allow and hands it over, fc_fuzz2 refuses the options (unserved_variants), never
-// pretending to test it.
+// The runner stages every problem in its storage layout (runner/staged_problem.h) and hands the
+// callback the strided views and side tensors a kernel would get. Should the campaign never draw a
+// variant the options allow, or draw it only where the callback is refused, fc_fuzz2 refuses the
+// options (unserved_variants), never pretending to test it.
 #include <functional>
 #include <optional>
 #include <string>
@@ -29,23 +26,13 @@ class CallbackVariant2 final : public Variant {
   std::string name() const override { return name_; }
   const Capabilities& caps() const override { return caps_; }
 
-  // The runner stages every variant in its storage layout (runner/staged_problem.h): the callback
-  // gets the strided views and side tensors a kernel would.
-  void forward(const Problem& p, const KernelArgs& a) const override { call(p, a); }
-
-  // One call of the callback on the runner's arguments.
-  void call(const Problem& p, const KernelArgs& args) const {
+  // One call of the callback on the runner's arguments: the problem struct and a view of every buffer.
+  void forward(const Problem& p, const KernelArgs& args) const override {
     std::vector<int32_t> lengths;
     const fc_attention2 c = problem_to_c(p, true, lengths);
     const fc_tensors t = views_of(p, args);
     g_callback_error.clear();
-    const int32_t rc = fn_(user_, &c, &t);
-    // The callback's message becomes one printable line here (it may hold anything).
-    const std::string said = printable_line(g_callback_error);
-    if (rc == FC_CALLBACK_ABORT) throw CallbackAbort{said};
-    if (rc == FC_CALLBACK_DECLINE) throw Declined(said.empty() ? "declined by the kernel" : "declined: " + said);
-    if (rc != 0)
-      throw std::runtime_error("kernel '" + name_ + "' returned " + std::to_string(rc) + (said.empty() ? std::string() : ": " + said));
+    raise_callback_status(fn_(user_, &c, &t), name_);
   }
 
  private:
@@ -57,8 +44,7 @@ class CallbackVariant2 final : public Variant {
 
 // The variants a campaign allows (the variant's caps) that it would never hand the callback: not
 // drawn in its first cases (a generator that does not know a variant yet, or options that exclude
-// it), or drawn only in problems the variant refuses (this build's runner carries plain problems
-// only), which the campaign would count as declined. Either would leave the variant out of every
+// it), or drawn only in problems the variant refuses, which the campaign would count as declined. Either would leave the variant out of every
 // case without a word. About half the cases carry each allowed variant, so 512 draws miss one by
 // chance with probability far below 2^-100. Each entry is "name" or "name (why it is refused)".
 std::vector<std::string> unserved_variants(const CallbackVariant2& variant, const fc_fuzz_options& o) {
