@@ -217,10 +217,8 @@ bool baseline_overruns(const Problem& p) {
 }
 
 // The oracle rounded to the output dtype passes fc_check2; one element moved fails it. The verdict
-// and the text are the judge's on the logical inputs. The sequences of a batch are alike here: the
-// criteria (verify/criteria.cpp) still take sequence 0's visible keys for every sequence's rows
-// (visible_keys(p, row), OracleResult::row_at), so a batch whose sequences differ in length fails
-// a correct output (the DISABLED_ test below shows it; enable it once the criteria are per sequence).
+// and the text are the judge's on the logical inputs, with the sequences of a batch alike and, in
+// the second test, of different lengths (the criteria judge each row against its own sequence).
 void check2_rounded_oracle(uint64_t salt, bool equal) {
   std::mt19937_64 g(testing::seed_for(salt));
   int judged = 0;
@@ -280,7 +278,7 @@ void check2_rounded_oracle(uint64_t salt, bool equal) {
 }
 
 TEST(CApi2, Check2PassesTheRoundedOracleAndFailsABrokenOne) { check2_rounded_oracle(605, true); }
-TEST(CApi2, DISABLED_Check2PassesTheRoundedOracleOfSequencesOfDifferentLengths) { check2_rounded_oracle(614, false); }
+TEST(CApi2, Check2PassesTheRoundedOracleOfSequencesOfDifferentLengths) { check2_rounded_oracle(614, false); }
 
 // The inputs fc_make_inputs2 stages are make_inputs' values in the problem's storage.
 TEST(CApi2, MakeInputs2IsTheDrawnInputsInTheirStorage) {
