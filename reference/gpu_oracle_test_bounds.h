@@ -22,8 +22,9 @@
 //     t̂ = rd(ĉ + β̂): |t̂_j − t_j| ≤ E_j := (E^c_j + u|β_j|)(1 + u) + u|t_j|.
 //  2. Weights. The shift m̂ cancels between numerator and denominator, so only the score errors,
 //     the rounding of x̂_j = t̂_j − m̂ (≤ u|x̂_j|, |x̂_j| ≤ |x_j| + E_j + E, E = max E_j) and exp's
-//     own error η (CUDA exp ≤ 1 ulp: η = 2u; the CPU oracle's exps — glibc's libmvec for keys,
-//     documented within 1 ulp, and its scalar exp for the sink — are taken at 4u) perturb
+//     own error η (CUDA exp ≤ 1 ulp: η = 2u, measured 0.87 ulp on an H100; the CPU oracle's exps —
+//     glibc's libmvec for keys, measured within 2.97 ulp on glibc 2.36 and 2.39, and its scalar exp
+//     for the sink — are taken at 4 ulp: η = 8u) perturb
 //     p̂_j = p_j(1 + ρ_j), with
 //       ρ_j = expm1(E_j + u(|x_j| + E_j + E))·(1 + η) + η,   ρ_sink = expm1(u(|x_sink| + E))·(1 + η) + η.
 //     ℓ̂ = Σ p̂ summed in any order over n' terms (the sink's included): ℓ̂ = ℓ(1 + ρ_ℓ),
@@ -165,7 +166,7 @@ inline bool same_nonfinite(double a, double b) { return std::isnan(a) ? std::isn
 // the CPU oracle `want` on every element, holding finite ones to B_got + B_cpu.
 inline void check_oracle(const Problem& p, const Inputs& in, const OracleResult& want, const OracleResult& got,
                          double eta_got, Agreement& a) {
-  const double eta_cpu = 4 * kU;
+  const double eta_cpu = 8 * kU;  // libmvec's exp: 4 ulp (see the header comment)
   const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
   const double sigma = p.softmax_scale(), cap = p.softcap;
   if (!(got.rows == want.rows) || got.o.size() != want.o.size() || got.lse.size() != want.lse.size())

@@ -39,7 +39,8 @@ constexpr int64_t kMaxRowBlock = 256;
 // afresh for every block, so short blocks cost more per row).
 constexpr int64_t kMinSplitRows = 32;
 
-// glibc's vector exp (libmvec, x86-64 vector function ABI; glibc documents 1 ulp for these): the
+// glibc's vector exp (libmvec, x86-64 vector function ABI; measured within 2.97 ulp on glibc 2.36
+// and 2.39, AVX2 and AVX-512 alike, session 7; gpu_oracle_test's bound takes 4 ulp): the
 // softmax's exp over Sq·Skv scores would otherwise cost as much as both GEMMs. The variant is picked
 // at run time like OpenBLAS's kernels, so a generic build uses AVX-512 where the CPU has it.
 extern "C" {
@@ -233,17 +234,20 @@ struct Task {
   int64_t ncols; // keys from c0 on that some row of the block sees: others are never touched
 };
 
-// Step 1: scores S = (Q Kᵀ) · scale, one fp64 GEMM (nb × ncols, row-major). BLAS applies alpha to
-// each finished dot product (C = alpha·(A·B)), so every score is the rounded dot product times
-// scale, rounded, however the call is split over threads.
-void scores(int64_t nb, int64_t ncols, int64_t dqk, double scale, const double* q, const double* k, double* s) {
+// Step 1: dot products D = Q Kᵀ, one fp64 GEMM (nb × ncols, row-major), with alpha 1: the scale is
+// applied by step 2, one rounding per visible score. Passing the scale as alpha would leave its
+// rounding to the BLAS kernel, and kernels differ: on a Sapphire Rapids host OpenBLAS 0.3.21 folded
+// alpha in before the sum (scores of outlier keys 57 ulp off where the dot product itself is exact;
+// session 7, PERF.md), which the GPU oracle's derived bound rightly refused.
+void dots(int64_t nb, int64_t ncols, int64_t dqk, const double* q, const double* k, double* s) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), static_cast<int>(ncols), static_cast<int>(dqk),
-              scale, q, static_cast<int>(dqk), k, static_cast<int>(dqk), 0.0, s, static_cast<int>(ncols));
+              1.0, q, static_cast<int>(dqk), k, static_cast<int>(dqk), 0.0, s, static_cast<int>(ncols));
 }
 
 // What one row adds to its scores before the softmax: softcap, ALiBi bias and the sink logit
 // (reference/score_mod.h), in fp64.
 struct RowMods {
+  double scale = 1;  // the softmax scale: every score is rd(rd(q·k) · scale)
   Softcap<double> cap;
   AlibiBias<double> bias;
   double sink = -std::numeric_limits<double>::infinity();  // −inf: no sink
@@ -251,7 +255,7 @@ struct RowMods {
 };
 
 // Step 2, one row of S (ncols columns from key c0 on) whose visible keys are [lo, hi) of the
-// sequence: modifiers, row max, exp, sum. Leaves E = exp(s - max) in s (keys outside [lo, hi)
+// sequence: scale, modifiers, row max, exp, sum. Leaves E = exp(s - max) in s (keys outside [lo, hi)
 // exactly 0), writes the row's LSE and returns the sum ℓ (the sink's share included). The
 // division by ℓ is left to the Dv outputs (step 4) instead of the Skv exponentials: the same
 // quotient up to one rounding, and Skv/Dv times fewer divides.
@@ -263,6 +267,7 @@ double softmax_row(const RowKernels& rk, double* s, int64_t row, KeyRange vis, i
     return 0.0;
   }
   double* const x = s + (vis.lo - c0);
+  for (int64_t j = 0; j < n; ++j) x[j] *= mods.scale;
   if (mods.any())
     for (int64_t j = 0; j < n; ++j) x[j] = mods.cap(x[j]) + mods.bias(row, vis.lo + j);
   const RowMax mx = rk.row_max(x, n);
@@ -505,9 +510,10 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
         }
         lap(mine.widen);
         // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
-        scores(t.nb, t.ncols, dqk, scale, sc.q.data(), Kw(t.kv) + t.c0 * dqk, s);
+        dots(t.nb, t.ncols, dqk, sc.q.data(), Kw(t.kv) + t.c0 * dqk, s);
         lap(mine.scores);
         RowMods mods;
+        mods.scale = scale;
         mods.cap.cap = p.softcap;
         mods.bias = alibi_for<double>(p, in.alibi_slopes.data(), t.b, t.h);
         if (p.sinks) mods.sink = in.sinks[static_cast<size_t>(t.h)];

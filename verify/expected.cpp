@@ -159,14 +159,15 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
       S.resize(m, ncols);
       // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(ncols), static_cast<int>(dqk),
-                  scale, Q.data(), static_cast<int>(dqk), K.data(), static_cast<int>(dqk), 0.0, S.data(), static_cast<int>(ncols));
+                  1.0, Q.data(), static_cast<int>(dqk), K.data(), static_cast<int>(dqk), 0.0, S.data(), static_cast<int>(ncols));
       for (int64_t i = 0; i < m; ++i) {
         const auto [h, ri] = rows[c0 + static_cast<size_t>(i)];
         const size_t idx = static_cast<size_t>(rs.index(b, h, ri, hq));
         const int64_t row = rs.row(b, ri);
         const KeyRange vis = visible_range(p, b, row);
         const AlibiBias<double> bias = alibi_for<double>(p, in.alibi_slopes.data(), b, h);
-        for (int64_t j = vis.lo; j < vis.hi; ++j) S(i, j) = cap(S(i, j)) + bias(row, j);
+        // The scale after the GEMM, as naive_attention applies it (reference/naive.cpp, dots()).
+        for (int64_t j = vis.lo; j < vis.hi; ++j) S(i, j) = cap(S(i, j) * scale) + bias(row, j);
         const double top = S.row(i).segment(vis.lo, vis.count()).maxCoeff();
         const double reach = top - 2 * rounding * r.score_bound[idx] - kNegligibleGap;
         Expected::UnresolvedRow u;
