@@ -68,8 +68,9 @@ listed = {k["name"]: k for k in json.loads(p.stdout)} if p.returncode == 0 else 
 check(p.returncode == 0, "list --json - failed", p)
 for kernel in ("replica", "example_cpu_plugin"):
     k = listed.get(kernel, {})
-    check(set(k.get("variants", [])) >= {"window", "softcap", "alibi", "alibi_per_batch", "sinks", "seqused", "paged"}
-          and k.get("layouts") == ["bhsd", "bshd", "thd"] and k.get("page_sizes") == []
+    # The names `run --variants` takes: the full list of problem model 2, in its order.
+    check(k.get("variants") == ["window", "softcap", "alibi", "sinks", "varlen", "paged", "seqused", "bshd", "fp8"]
+          and k.get("alibi_per_batch") is True and k.get("layouts") == ["bhsd", "bshd", "thd"] and k.get("page_sizes") == []
           # fp8: both declare e4m3; e5m2 only the example plugin (the replica's reason: runner/registry.h).
           and "e4m3" in k.get("dtypes", [])
           and ("e5m2" in k.get("dtypes", [])) == (kernel == "example_cpu_plugin"),
@@ -77,6 +78,11 @@ for kernel in ("replica", "example_cpu_plugin"):
 check(listed.get("variant_window_exclusive", {}).get("window_convention") == "left_exclusive"
       and listed.get("variant_alibi_key_offset", {}).get("alibi_lse") == "key_offset"
       and listed.get("broken_softcap_late", {}).get("layouts") == ["bhsd"], "list --json: declared conventions", p)
+# What `list --json` names, `run --variants` / `--require` accept as they are.
+names = ",".join(listed.get("example_cpu_plugin", {}).get("variants", []))
+p = run("run", "--plugin", EXAMPLE, "--kernel", "example_cpu_plugin", "--cases", "3", "--seed", "5", "--variants", names,
+        "--require", names.split(",")[0] if names else "window", "--json", "-")
+check(names != "" and p.returncode == 0, f"run --variants {names}: the names list --json gives were refused", p)
 p = run("list", "--plugin", EXAMPLE)
 check(p.returncode == 0 and "variants: window softcap alibi(symmetric,signed; slopes per batch) sinks seqused paged(any page size)"
       in p.stdout and "layouts bhsd,bshd,thd" in p.stdout, "list: the declared variants are not shown", p)

@@ -20,6 +20,7 @@
 #include "runner/device.h"
 #include "runner/harness.h"
 #include "runner/isolation.h"
+#include "runner/variant_selection.h"
 #include "tools/campaign_end.h"
 #include "tools/commands.h"
 #include "tools/gpus.h"
@@ -326,15 +327,13 @@ std::vector<std::string> names_of(const std::vector<T>& xs, F&& name) {
 
 nlohmann::json declared_variants_json(const Capabilities& c) {
   auto str = [](auto x) { return std::string(to_string(x)); };
+  // The names `run --variants` and `run --require` take (runner/variant_selection.h), so a script
+  // can pass what `list --json` says a kernel declares straight back to a campaign.
   nlohmann::json variants = nlohmann::json::array();
-  if (c.windows) variants.push_back("window");
-  if (c.softcap) variants.push_back("softcap");
-  if (!c.alibi.empty()) variants.push_back("alibi");
-  if (c.alibi_per_batch) variants.push_back("alibi_per_batch");
-  if (c.sinks) variants.push_back("sinks");
-  if (c.seqused) variants.push_back("seqused");
-  if (c.paged) variants.push_back("paged");
+  for (VariantName v : kAllVariantNames)
+    if (declares_variant(c, v)) variants.push_back(std::string(to_string(v)));
   return {{"variants", variants},
+          {"alibi_per_batch", c.alibi_per_batch},
           {"layouts", names_of(c.layouts, str)},
           {"alibi", names_of(c.alibi, str)},
           {"page_sizes", c.page_sizes},  // with "paged": empty means any page size
