@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <span>
 #include <vector>
 
 #include "capi/capi_internal.h"
@@ -347,7 +348,7 @@ void gather_inputs(const Problem& p, const fc_tensors& t, const Placement& pl, I
 }
 
 // fp64 rows into an FC_F64 view; THD padding rows (tokens past the last sequence) become NaN.
-void scatter_f64(const Problem& p, const Storage& st, Tensor t, const std::vector<double>& logical, const fc_tensor_view& v,
+void scatter_f64(const Problem& p, const Storage& st, Tensor t, std::span<const double> logical, const fc_tensor_view& v,
                  int64_t tokens) {
   auto* base = static_cast<double*>(v.data);
   const int64_t w = st.width(t);

@@ -11,11 +11,15 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace flashcheck {
@@ -38,6 +42,54 @@ std::vector<T> big_vector(size_t n) {
     advise_huge_pages(v.data(), n * sizeof(T));
   }
   v.resize(n);
+  return v;
+}
+
+// An allocator whose value-less construct() leaves a trivial element uninitialised, so a vector of
+// it can be sized without a zero pass, and each page is first touched (faulted in, zeroed by the
+// kernel) by the thread that writes it. Measured: the oracle's 537 MB output at (1,16,32768,128)
+// cost ~80 ms of one thread in faults and the zero pass, 10% of a (1024, 0) window's whole call on
+// 16 threads (session 7, PERF.md). Whoever sizes such a vector writes every element.
+template <typename T>
+struct UninitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <typename U>
+  UninitAllocator(const UninitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;  // default-, not value-initialised
+  }
+  template <typename U, typename... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+template <typename T>
+using UninitVector = std::vector<T, UninitAllocator<T>>;
+
+// Tests set this so uninit_big_vector fills what it hands out with 0xff bytes (NaN for floating
+// types): fresh pages come zeroed from the kernel, so an element nobody writes would otherwise
+// read as a plausible 0 in every test.
+inline std::atomic<bool>& poison_uninit_for_tests() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+
+// n uninitialised elements, advised huge pages from 4 MiB: for buffers every element of which is
+// written before it is read, by as many threads as write them.
+template <typename T>
+UninitVector<T> uninit_big_vector(size_t n) {
+  UninitVector<T> v;
+  if (n * sizeof(T) >= (size_t{4} << 20)) {
+    v.reserve(n);
+    advise_huge_pages(v.data(), n * sizeof(T));
+  }
+  v.resize(n);
+  if (poison_uninit_for_tests().load(std::memory_order_relaxed) && n > 0) std::memset(static_cast<void*>(v.data()), 0xff, n * sizeof(T));
   return v;
 }
 

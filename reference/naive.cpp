@@ -299,7 +299,10 @@ void weighted_sum(int64_t nb, int64_t ncols, int64_t dv, const double* e, const 
 // row is recomputed over its visible keys only (e and v both start at the row's first visible key).
 void store_row(double* dst, const double* u, const double* e, const double* v, int64_t n, int64_t dv, double l,
                bool v_finite) {
-  if (n == 0) return;  // O stays 0
+  if (n == 0) {  // sees no key: O = 0 (the output is sized without a zero pass)
+    std::fill_n(dst, dv, 0.0);
+    return;
+  }
   if (v_finite) {
     for (int64_t c = 0; c < dv; ++c) dst[c] = u[c] / l;
   } else {
@@ -330,7 +333,9 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
   OracleResult r;
   r.rows = rows;
   const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hq = p.heads_q;
-  r.o = big_vector<double>(static_cast<size_t>(rows.total() * hq * dv));
+  // Every row is written by its task (store_row), so no zero pass: the threads that write the rows
+  // fault their pages in (big_vector.h).
+  r.o = uninit_big_vector<double>(static_cast<size_t>(rows.total() * hq * dv));
   r.lse.assign(static_cast<size_t>(rows.total() * hq), kNegInf);
   if (rows.total() == 0) return r;
   const double scale = p.softmax_scale();
@@ -415,7 +420,9 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
           }
           t.c0 = first.lo;
           t.ncols = std::max<int64_t>(hi - first.lo, 0);
-          if (t.ncols > 0) tasks.push_back(t);  // a block that sees nothing keeps O = 0, LSE = -inf
+          if (t.ncols > 0) tasks.push_back(t);
+          else  // a block that sees nothing: O = 0 (here, as no task writes it), LSE = -inf
+            std::fill_n(&r.o[static_cast<size_t>(rows.index(b, hq_i, r0, hq) * dv)], t.nb * dv, 0.0);
           r0 += t.nb;
         }
     }
@@ -451,6 +458,8 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
           tail.nb -= t.nb;
           cols_of(tail);
           if (tail.ncols > 0) tasks.push_back(tail);
+          else  // rows that see nothing: O = 0, as for such blocks above
+            std::fill_n(&r.o[static_cast<size_t>(rows.index(tail.b, tail.h, tail.r0, hq) * dv)], tail.nb * dv, 0.0);
           split = true;
         }
         after += work;

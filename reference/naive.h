@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include "reference/big_vector.h"
 #include "reference/inputs.h"
 #include "reference/problem.h"
 #include "reference/rows.h"
@@ -12,7 +13,7 @@ namespace flashcheck {
 
 struct OracleResult {
   RowSet rows;              // the query rows evaluated, per sequence (reference/rows.h)
-  std::vector<double> o;    // [rows.index(b, h, r, Hq)][Dv]
+  UninitVector<double> o;   // [rows.index(b, h, r, Hq)][Dv] (sized without a zero pass: big_vector.h)
   std::vector<double> lse;  // [rows.index(b, h, r, Hq)], natural log
 
   // Problem model 1's view, for dense problems evaluated on the same rows in every sequence:

@@ -91,6 +91,40 @@ TEST(Naive, EmptyRowsAreZeroWithMinusInfLse) {
   }
 }
 
+// The output is sized without a zero pass (big_vector.h), so every element must be written: rows
+// that see no key (alignment, windows, seqused, empty sequences, whole blocks of them) are 0 even
+// when the buffer starts as NaN.
+TEST(Naive, EveryOutputElementIsWrittenEmptyRowsZero) {
+  poison_uninit_for_tests() = true;
+  const char* lines[] = {
+      "b=1 hq=2 hkv=1 sq=700 skv=40 d=16 causal=bottom_right dtype=bf16",  // 660 leading empty rows: whole blocks
+      "b=2 hq=2 hkv=2 sq=300 skv=300 d=16 causal=none dtype=f16 window=0,0 used=0,7",
+      "b=3 hq=2 hkv=1 sq=5,0,9 skv=0,6,12 d=16 causal=top_left dtype=bf16 layout=thd",
+      "b=1 hq=1 hkv=1 sq=600 skv=500 d=8 causal=none dtype=f32 window=-1,2",  // bottom-right: rows < 98
+  };
+  for (const char* line : lines) {
+    const Problem p = parse_problem(line);
+    const Inputs in = make_inputs(p, flashcheck::testing::seed_for(25));
+    std::vector<RowSet> sets{RowSet::all(p)};
+    if (p.layout != Layout::thd) sets.push_back(RowSet::same(p, std::vector<int64_t>{0, 1, p.seq_q - 1}));
+    for (const RowSet& rows : sets) {
+      const OracleResult r = naive_attention(p, in, rows);
+      int64_t unwritten = 0, empty = 0;
+      for (size_t i = 0; i < r.lse.size(); ++i) {
+        const bool none = std::isinf(r.lse[i]) && r.lse[i] < 0;
+        empty += none;
+        for (int64_t d = 0; d < p.head_dim_v; ++d) {
+          const double x = r.o[i * static_cast<size_t>(p.head_dim_v) + static_cast<size_t>(d)];
+          unwritten += none ? x != 0.0 : std::isnan(x);
+        }
+      }
+      EXPECT_EQ(unwritten, 0) << line;
+      EXPECT_GT(empty, 0) << line << ": the case is meant to have rows that see nothing";
+    }
+  }
+  poison_uninit_for_tests() = false;
+}
+
 TEST(Naive, RowSubsetEqualsTheSameRowsOfTheFullResult) {
   Problem p{2, 2, 1, 150, 90, 32, 32, Causal::top_left, {}, DType::f16};
   Inputs in = make_inputs(p, flashcheck::testing::seed_for(23));

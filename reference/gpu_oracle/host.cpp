@@ -296,7 +296,7 @@ void upload(void* dst, const void* src, size_t bytes, cudaStream_t st) {
 }
 
 struct Outputs {
-  std::vector<double>* o = nullptr;    // oracle
+  UninitVector<double>* o = nullptr;   // oracle
   std::vector<double>* lse = nullptr;  // oracle
   std::vector<float>* o32 = nullptr;   // baseline
 };
@@ -622,7 +622,8 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSe
   require_available();
   OracleResult r;
   r.rows = rows;
-  r.o = big_vector<double>(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v));
+  r.o = uninit_big_vector<double>(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v));
+  std::fill(r.o.begin(), r.o.end(), 0.0);  // as before: rows no piece copies back stay 0
   r.lse.resize(static_cast<size_t>(rows.total() * p.heads_q));
   t_last.result_alloc_ms = ms_since(t0);
   if (rows.total() == 0) return r;
