@@ -8,6 +8,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <climits>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 #include "reference/mask.h"
@@ -202,9 +204,10 @@ int64_t max_row_block() {
 // averaged over the threads, and the wall time of the whole call. What the steps do not explain is
 // the threads' waiting (uneven ends) and what lies outside them (allocation, fork/join).
 struct Profile {
-  double setup = 0, widen = 0, scores = 0, softmax = 0, pv = 0, store = 0, idle = 0;
+  double setup = 0, kv = 0, widen = 0, scores = 0, softmax = 0, pv = 0, store = 0, idle = 0;
   Profile& operator+=(const Profile& o) {
-    setup += o.setup, widen += o.widen, scores += o.scores, softmax += o.softmax, pv += o.pv, store += o.store, idle += o.idle;
+    setup += o.setup, kv += o.kv, widen += o.widen, scores += o.scores, softmax += o.softmax, pv += o.pv, store += o.store,
+        idle += o.idle;
     return *this;
   }
 };
@@ -368,7 +371,14 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
   // Widened K/V (tens of MiB at long sequences), first touched by the threads that widen into it:
   // zero-filling it first would be a serial pass and, on a VM, a hypervisor trap per 4 KiB page.
   HugeBuffer<double> kvbuf;
-  std::vector<char> v_finite;
+  // K/V are widened in slabs of kSlab keys, on demand: the first task that needs a slab widens it
+  // (state 0 → 1 → 2), a task that finds it in progress waits. The widening, bound by memory
+  // bandwidth, then overlaps other threads' GEMMs instead of being a phase of its own with a
+  // barrier (6-10% of a (1024, 0) window call at Sq = 32768 on 16 threads, session 7).
+  constexpr int64_t kSlab = 512;
+  std::unique_ptr<std::atomic<uint8_t>[]> slab_state;
+  std::unique_ptr<std::atomic<uint8_t>[]> slab_finite;  // the slab's V values are all finite
+  std::vector<int64_t> slab_at;  // first slab of each chunk head
   std::vector<int64_t> kv_at;  // offset of each chunk head's widened K (its V follows)
   std::vector<Task> tasks;
   // Per-thread scratch, kept across chunks: O(row_block × span_cap) each.
@@ -378,7 +388,6 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
   };
   std::vector<Scratch> scratch(static_cast<size_t>(threads));
   std::vector<Profile> spent(static_cast<size_t>(threads));
-  Profile serial;
   const bool fp8 = is_fp8(p.dtype);
 
   for (int64_t kv0 = 0; kv0 < kv_heads;) {
@@ -392,14 +401,55 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
       pool += group * ((rows.count((kv0 + nkv) / p.heads_kv) + row_block - 1) / row_block);
       ++nkv;
     }
-    Lap widen_lap;
     double* const kvw = kvbuf.fit(static_cast<size_t>(std::max<int64_t>(doubles, 1)));
-    v_finite.assign(static_cast<size_t>(nkv), 1);
     kv_at.assign(static_cast<size_t>(nkv) + 1, 0);
     for (int64_t c = 0; c < nkv; ++c) kv_at[static_cast<size_t>(c) + 1] = kv_at[static_cast<size_t>(c)] + kv_doubles(kv0 + c);
     auto skv_of = [&](int64_t c) { return seqs.skv((kv0 + c) / p.heads_kv); };
     auto Kw = [&](int64_t c) { return kvw + kv_at[static_cast<size_t>(c)]; };
     auto Vw = [&](int64_t c) { return kvw + kv_at[static_cast<size_t>(c)] + skv_of(c) * dqk; };
+    slab_at.assign(static_cast<size_t>(nkv) + 1, 0);
+    for (int64_t c = 0; c < nkv; ++c) slab_at[static_cast<size_t>(c) + 1] = slab_at[static_cast<size_t>(c)] + (skv_of(c) + kSlab - 1) / kSlab;
+    const auto slabs = static_cast<size_t>(slab_at.back());
+    slab_state.reset(new std::atomic<uint8_t>[slabs]);
+    slab_finite.reset(new std::atomic<uint8_t>[slabs]);
+    for (size_t x = 0; x < slabs; ++x) slab_state[x].store(0, std::memory_order_relaxed), slab_finite[x].store(1, std::memory_order_relaxed);
+    // Widens slab x of chunk head c (fp8 values times their descale, exactly).
+    auto widen_slab = [&](int64_t c, int64_t x) {
+      const int64_t j0 = x * kSlab, nj = std::min(kSlab, skv_of(c) - j0);
+      const int64_t b = (kv0 + c) / p.heads_kv, hk = (kv0 + c) % p.heads_kv;
+      const float* ks = in.k.data() + seqs.k_row(b, hk, j0);
+      const float* vs = in.v.data() + seqs.v_row(b, hk, j0);
+      MapD(Kw(c) + j0 * dqk, nj, dqk) = Eigen::Map<const MatF>(ks, nj, dqk).cast<double>();
+      MapD(Vw(c) + j0 * dv, nj, dv) = Eigen::Map<const MatF>(vs, nj, dv).cast<double>();
+      if (fp8) {  // an fp8 value times an fp32 descale is exact in fp64 (4 + 24 significant bits)
+        MapD(Kw(c) + j0 * dqk, nj, dqk) *= descale_of(p, in.descale_k, b, hk);
+        MapD(Vw(c) + j0 * dv, nj, dv) *= descale_of(p, in.descale_v, b, hk);
+      }
+      return MapD(Vw(c) + j0 * dv, nj, dv).allFinite();
+    };
+    // Keys [j0, j1) of chunk head c widened, by this thread or another; returns whether their
+    // values are all finite.
+    // First every unclaimed slab is claimed and widened, then the ones others hold are waited for:
+    // threads that start on the same keys (the first tasks of a dense causal chunk need them all)
+    // widen different slabs instead of queueing behind one.
+    auto ensure_keys = [&](int64_t c, int64_t j0, int64_t j1) {
+      const size_t base = static_cast<size_t>(slab_at[static_cast<size_t>(c)]);
+      const int64_t x0 = j0 / kSlab, x1 = (j1 + kSlab - 1) / kSlab;
+      for (int64_t x = x0; x < x1; ++x) {
+        std::atomic<uint8_t>& st = slab_state[base + static_cast<size_t>(x)];
+        uint8_t todo = 0;
+        if (st.load(std::memory_order_relaxed) == 0 && st.compare_exchange_strong(todo, 1, std::memory_order_acquire)) {
+          slab_finite[base + static_cast<size_t>(x)].store(widen_slab(c, x) ? 1 : 0, std::memory_order_relaxed);
+          st.store(2, std::memory_order_release);
+        }
+      }
+      bool finite = true;
+      for (int64_t x = x0; x < x1; ++x) {
+        while (slab_state[base + static_cast<size_t>(x)].load(std::memory_order_acquire) != 2) _mm_pause();
+        finite &= slab_finite[base + static_cast<size_t>(x)].load(std::memory_order_relaxed) != 0;
+      }
+      return finite;
+    };
 
     tasks.clear();
     for (int64_t c = 0; c < nkv; ++c) {
@@ -469,34 +519,6 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
 
 #pragma omp parallel num_threads(static_cast<int>(threads))
     {
-      // Widen this chunk's KV heads once, in slabs of rows spread over the threads.
-      constexpr int64_t kSlab = 512;
-      int64_t slabs_total = 0;
-      for (int64_t c = 0; c < nkv; ++c) slabs_total += (skv_of(c) + kSlab - 1) / kSlab;
-#pragma omp for schedule(static)
-      for (int64_t x = 0; x < slabs_total; ++x) {
-        int64_t c = 0, rest = x;
-        while (rest >= (skv_of(c) + kSlab - 1) / kSlab) rest -= (skv_of(c++) + kSlab - 1) / kSlab;
-        const int64_t skv = skv_of(c), j0 = rest * kSlab, nj = std::min(kSlab, skv - j0);
-        const int64_t b = (kv0 + c) / p.heads_kv, hk = (kv0 + c) % p.heads_kv;
-        const float* ks = in.k.data() + seqs.k_row(b, hk, j0);
-        const float* vs = in.v.data() + seqs.v_row(b, hk, j0);
-        MapD(Kw(c) + j0 * dqk, nj, dqk) = Eigen::Map<const MatF>(ks, nj, dqk).cast<double>();
-        MapD(Vw(c) + j0 * dv, nj, dv) = Eigen::Map<const MatF>(vs, nj, dv).cast<double>();
-        if (fp8) {  // an fp8 value times an fp32 descale is exact in fp64 (4 + 24 significant bits)
-          MapD(Kw(c) + j0 * dqk, nj, dqk) *= descale_of(p, in.descale_k, b, hk);
-          MapD(Vw(c) + j0 * dv, nj, dv) *= descale_of(p, in.descale_v, b, hk);
-        }
-        // 0 · Inf and 0 · NaN are NaN: with non-finite values, a masked key must not reach a row
-        // through the block GEMM, so such heads take the row-by-row path of store_row.
-        if (!MapD(Vw(c) + j0 * dv, nj, dv).allFinite()) {
-#pragma omp atomic write
-          v_finite[static_cast<size_t>(c)] = 0;
-        }
-      }  // implicit barrier: K/V complete before any task reads them
-#pragma omp master
-      widen_lap(serial.widen);
-
       const size_t me = static_cast<size_t>(omp_get_thread_num());
       Scratch& sc = scratch[me];
       Profile& mine = spent[me];
@@ -509,7 +531,10 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
 #pragma omp for schedule(dynamic, 1) nowait
       for (size_t ti = 0; ti < tasks.size(); ++ti) {
         const Task& t = tasks[ti];
-        const bool vf = v_finite[static_cast<size_t>(t.kv)];
+        // 0 · Inf and 0 · NaN are NaN: with non-finite values among the strip's V, a masked key
+        // must not reach a row through the block GEMM, so such strips take store_row's row path.
+        const bool vf = ensure_keys(t.kv, t.c0, t.c0 + t.ncols);
+        lap(mine.kv);
         const int64_t hk = (kv0 + t.kv) % p.heads_kv;
         const double q_descale = fp8 ? descale_of(p, in.descale_q, t.b, hk) : 1.0;
         for (int64_t i = 0; i < t.nb; ++i) {
@@ -554,9 +579,9 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
     const double n = static_cast<double>(threads);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - call_start).count();
     std::fprintf(stderr,
-                 "oracle profile: %lld-row blocks, %d threads, wall %.4f s; per thread: K/V widen %.4f setup %.4f Q widen %.4f "
+                 "oracle profile: %lld-row blocks, %d threads, wall %.4f s; per thread: setup %.4f K/V widen (or wait) %.4f Q widen %.4f "
                  "scores %.4f softmax %.4f pv %.4f store %.4f idle %.4f\n",
-                 static_cast<long long>(row_block), static_cast<int>(threads), wall, serial.widen, all.setup / n, all.widen / n,
+                 static_cast<long long>(row_block), static_cast<int>(threads), wall, all.setup / n, all.kv / n, all.widen / n,
                  all.scores / n, all.softmax / n, all.pv / n, all.store / n, all.idle / n);
   }
   return r;
