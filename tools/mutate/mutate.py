@@ -3,7 +3,7 @@
 
 Each mutant is one small textual change to the kernel's sources (a flipped bound, a dropped
 barrier, a shallower cp.async wait, truncating instead of rounding, ...), with an id that stays
-the same while the line it changes does. Modes (see gpu/scripts/MUTATION.md):
+the same while the line it changes does. Modes (see tools/mutate/MUTATION.md):
 
   list     print the mutants (id, file:line, description)
   apply    show one mutant's diff, or apply it to a copy of the tree (--root)

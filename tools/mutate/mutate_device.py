@@ -11,7 +11,7 @@ The checks are the standard device check for a kernel, on the module loaded with
 campaign (150 cases, fail-fast), the fixed edge/regression shapes of runner/gpu_variants_test.cpp
 (EdgeShapesPass) as `run --problem` lines, and a production-load slice (`run --load`). A shape the
 unmutated module does not run (not in the kernel's declared space: exit 125) is dropped for its
-mutants. Python 3 standard library only; see gpu/scripts/MUTATION.md ("Plugin mutants").
+mutants. Python 3 standard library only; see tools/mutate/MUTATION.md ("Plugin mutants").
 """
 import argparse
 import concurrent.futures
@@ -318,7 +318,7 @@ def cmd_run(args):
         print("%s survivors: %s" % (name, " ".join(sv["id"] for sv in rep["survivors"]) or "none"))
         c = rep["candidates"]
         if c["survived"] or c["killed"]:
-            print("%s argued-equivalent candidates (gpu/scripts/equivalent_candidates_%s.txt): %d survived, %d killed %s; "
+            print("%s argued-equivalent candidates (tools/mutate/equivalent_candidates_%s.txt): %d survived, %d killed %s; "
                   "score if the survivors are equivalent: %s" % (name, name, len(c["survived"]), len(c["killed"]),
                                                                  " ".join(c["killed"]),
                                                                  "n/a" if c["score_if_equivalent"] is None else
