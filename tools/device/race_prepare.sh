@@ -21,7 +21,7 @@ cmake --build "$base" -j"$jobs" --target flashcheck flashcheck_perturbed launche
 # The race class, less the mutants declared equivalent (the never-instantiated serial schedule's):
 # each would survive every check and only cost device time.
 ids_for() {  # ids_for KERNEL_DIR OPS EQUIVALENT_FILE
-  "$py" "$mutate_dir/mutate.py" list --kernel-dir "$1" --ops "$2" | awk '/^[A-Z]+-/ {print $1}' |
+  "$py" "$mutate_dir" list --kernel-dir "$1" --ops "$2" | awk '/^[A-Z]+-/ {print $1}' |
     grep -v -x -F -f <(grep -v '^#' "$3" | awk 'NF {print $1}') || true
 }
 mkdir -p "$out"
@@ -33,7 +33,7 @@ for k in wgmma_f16 mma_f16; do
   for kind in plain perturbed; do
     flag=()
     [ "$kind" = perturbed ] && flag=(--perturb)
-    "$py" "$mutate_dir/mutate.py" build --plugin "${flag[@]}" --cudart static --kernel-dir "gpu/$k" \
+    "$py" "$mutate_dir" build --plugin "${flag[@]}" --cudart static --kernel-dir "gpu/$k" \
       --ids "$out/ids_$k.txt" --base "$base" --work "$out/$kind/$k" -j "$jobs"
   done
 done
