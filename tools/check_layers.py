@@ -52,7 +52,7 @@ DRIVES = [
     (re.compile(r"\$\{?\w+\}?\"?\s+" + SUBCOMMAND + r"\s+[-\"$]"), "runs the flashcheck CLI"),
     (re.compile(r"\[\s*(?:\w+|[\"'][^\"']*flashcheck[\"'])\s*,\s*[\"']" + SUBCOMMAND + r"[\"']"), "runs the flashcheck CLI"),
     (re.compile(r"\b(?:run|check)\s+--(?:kernel|plugin|problem|cases)\b"), "runs the flashcheck CLI"),
-    (re.compile(r"\bmutate(?:_device)?\.py\b|\btools/(?:device|mutate|slurm)/"), "runs a script of the tools layer"),
+    (re.compile(r"\bmutate(?:_device)?\.py\b|\btools/(?:device|mutate|slurm)\b"), "runs a script of the tools layer"),
 ]
 SOURCE = re.compile(r"\.(h|hpp|cpp|cc|cu|cuh|c)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -136,6 +136,7 @@ def self_test():
         "gpu/scripts/dev.sh": 'fc=build/flashcheck\n"$fc" list --json -\n',
         "gpu/scripts/mut.py": 'import subprocess\nsubprocess.run(["flashcheck", "run", "--plugin", "m.so"])\n',
         "runner/tool.py": "from flashcheck import fuzz\n",
+        "gpu/k/mutants.sh": "python3 tools/mutate list --kernel-dir gpu/k\n",
         "tools/device/ok.sh": "build/flashcheck run --kernel all\n",
         "runner/ok_cli_test.py": "import subprocess\nsubprocess.run(['build/flashcheck', 'check', 'x'])\n",
         "gpu/k/gen_ok.py": "print('// generated: no CLI, no package')\n",
@@ -147,7 +148,7 @@ def self_test():
                 f.write(text)
         found = violations(root)
     expect = ["reference/a.cpp", "verify/b.cpp", "gpu/k/c.cu", "gpu/k/d.cu", "verify/CMakeLists.txt", "gpu/scripts/dev.sh",
-              "gpu/scripts/mut.py", "runner/tool.py"]
+              "gpu/scripts/mut.py", "runner/tool.py", "gpu/k/mutants.sh"]
     missed = [e for e in expect if not any(v.startswith(e) for v in found)]
     wrong = [v for v in found if v.split(":")[0] not in expect]
     for v in found:
