@@ -94,6 +94,10 @@ def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cuda
         link += ["-L" + libdir, "-lcudart" if cudart == "shared" else "-l:libcudart_static.a"]
         link += ["-ldl", "-lrt", "-lpthread"]
     link += ["-lm"]
+    # A unit compiled with OpenMP (reference/dtype.cpp's conversions are) needs its runtime at link
+    # time: -z defs refuses the module otherwise.
+    if any("-fopenmp" in t["args"] for t in tus + extra):
+        link += ["-fopenmp"]
     name = os.path.basename(os.path.normpath(kernel_dir)) + ".so"
     cache = {}
     closure = {t["file"]: include_closure(t["file"], root, cache) for t in tus}

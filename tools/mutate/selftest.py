@@ -234,7 +234,7 @@ def selftest_plugin(tmp, check, build):
     work = os.path.join(tmp, "pwork")
     args = argparse.Namespace(plugin=True, base=build, kernel_dir=kd, work=work, plugin_arch="90a",
                               plugin_suffix=".mutant", cudart="shared", jobs=2, check=["x"], baseline=None,
-                              target="flashcheck")
+                              perturb=False, target="flashcheck")
     plan = make_plan(root, args)
     check(os.path.basename(args.baseline) == "host_module.so" and os.path.exists(args.baseline),
           "the unmutated module is the baseline: %s" % args.baseline)
