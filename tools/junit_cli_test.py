@@ -10,7 +10,7 @@ counts are its elements'; it says what the JSON says.
    and "</failure>" leaves a valid document that carries the message (bad bytes as U+FFFD).
 3. `check`: a test case per criterion, the reproduce line in a failure; a file name holding
    markup and bad bytes.
-4. `merge --junit` of shards is byte for byte the unsharded run's --junit.
+4. `merge --junit` of shards, and `run --gpus --junit`, are byte for byte the unsharded run's --junit.
 5. `run --problem --junit`; refusals (a directory, a missing folder, `-`, with `check --identify`)
    are 125 before any work; a refused command line replaces an earlier JUnit report with its error
    and never overwrites a file that is not one.
@@ -207,6 +207,14 @@ with open(whole, "rb") as a, open(merged, "rb") as b:
     wa, wb = a.read(), b.read()
 check(wa == wb, "merge: the merged JUnit report differs from the unsharded run's:\n" +
       next((f"line {i}: {x!r}\n   vs: {y!r}" for i, (x, y) in enumerate(zip(wa.splitlines(), wb.splitlines())) if x != y), "(length)"))
+
+# run --gpus (CPU workers standing in for GPUs): the workers write no JUnit of their own, the run
+# writes the merged one, again the unsharded run's bytes.
+gpus = os.path.join(tmp, "gpus.xml")
+p = run(*campaign, "--gpus", "2", "--junit", gpus, env={"FLASHCHECK_TEST_FAKE_GPUS": "2"})
+if junit(gpus, "run --gpus") is not None:
+    with open(whole, "rb") as a, open(gpus, "rb") as b:
+        check(p.returncode == 1 and a.read() == b.read(), "run --gpus: its JUnit report differs from the unsharded run's", p)
 
 # 5. Refusals before any work, and a refused command line's error report.
 for what, target in (("a directory", tmp), ("a missing folder", os.path.join(tmp, "none", "r.xml")), ("stdout", "-")):
