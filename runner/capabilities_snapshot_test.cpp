@@ -1,6 +1,6 @@
 // Every kernel this build registers, its declared Capabilities against the checked-in snapshot
 // gpu/capabilities.json, so that a change of a declaration is a visible diff rather than a silent
-// change of what the campaigns draw and how outputs are judged (gpu/scripts/DETECTION.md, gap 4:
+// change of what the campaigns draw and how outputs are judged (tools/mutate/DETECTION.md, gap 4:
 // a halved max_seq passes every output check). The file is keyed by kernel name and holds every
 // built-in kernel: a CPU build compares the ones it registers (the replica), a CUDA build the GPU
 // kernels too; entries for kernels this build lacks are left alone.

@@ -3,7 +3,7 @@
 // launch aims the campaigns at the wrong tile boundaries and the replica at the wrong blocking,
 // and no output check sees it: wgmma_f16's causal dispatch forced to the non-causal configuration
 // (N = 176 instead of the declared 128) survived the standard device check
-// (gpu/scripts/DETECTION.md, COND-wgmma_f16.cu-4e72fca5). Without a GPU: SKIPPED.
+// (tools/mutate/DETECTION.md, COND-wgmma_f16.cu-4e72fca5). Without a GPU: SKIPPED.
 #include <gtest/gtest.h>
 
 #include <cstdio>

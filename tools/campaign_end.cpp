@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "reference/conventions.h"
+#include "runner/campaign_junit.h"
 #include "verify/untrusted_text.h"
 
 namespace flashcheck::cli {
@@ -126,10 +127,17 @@ int end_campaign(const char* command, CommandOutputs& outputs, CampaignReport& r
   std::optional<std::string> nothing_tested;
   if (!error && !t.any_failed && !t.any_tested)
     nothing_tested = "nothing could be tested (every kernel unavailable or every case skipped)";
+  if (outputs.junit_wanted()) {
+    try {  // before the JSON, so the JSON can say that the JUnit report could not be written
+      outputs.write_junit(junit_xml(campaign_title(report), campaign_junit(report, command, error ? error : nothing_tested)));
+    } catch (const std::exception& e) {
+      if (!error) error = e.what();
+    }
+  }
   if (outputs.json_wanted()) {
     nlohmann::json j = to_json(report);
     if (error) j.update(error_json(*error));
-    if (nothing_tested) j.update(error_json(*nothing_tested));
+    else if (nothing_tested) j.update(error_json(*nothing_tested));
     if (extra.is_object()) j.update(extra);
     outputs.write_json(j);
   }

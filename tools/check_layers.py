@@ -6,6 +6,9 @@ The layers, one way only (README, "Architecture"):
     verify -> reference        gpu -> reference/problem.h only        reference -> nothing
 A checker that shares a kernel's code repeats its bugs, and a verifier that depends on the runner
 cannot be reused by another caller: these edges are kept out by this script, run by ctest.
+Scripts keep the same direction: one that runs the flashcheck CLI or imports the Python package
+(python/) sits above both, in tools/ (device scripts, the mutation tool, Slurm) or bench/ and
+data/, or is a test; a script in the kernels layer or below that drives them is an edge upward.
 
     check_layers.py [ROOT]      exit 0 when clean, 1 naming every forbidden edge
     check_layers.py --self-test proves the check fails on planted violations
@@ -36,6 +39,21 @@ LINKS = {
     "runner": {"fc_reference", "fc_gpu_oracle", "fc_verify", "fc_fuzz", "fc_kernels"},
     "capi": {"fc_runner"},
 }
+# Folders whose scripts may drive the CLI or import the Python package: the layers above the library.
+SCRIPT_DRIVERS = {"tools", "python", "bench", "data"}
+SCRIPT = re.compile(r"\.(py|sh)$")
+# What makes a script a driver of the layers above: each pattern with how the edge is named.
+SUBCOMMAND = r"(?:run|check|list|merge|bench|determinism|golden|oracle|calibrate)"
+DRIVES = [
+    (re.compile(r"^\s*(?:import|from)\s+flashcheck\b", re.M), "imports the flashcheck Python package"),
+    (re.compile(r"\bPYTHONPATH=\S*\bpython\b|\bpython/flashcheck\b"), "uses python/"),
+    (re.compile(r"\bflashcheck\s+" + SUBCOMMAND + r"\b|\bbuild[\w-]*/flashcheck\b"), "runs the flashcheck CLI"),
+    # The binary held in a variable: `"$fc" run --kernel ...` in a shell, [fc, "check", path] in Python.
+    (re.compile(r"\$\{?\w+\}?\"?\s+" + SUBCOMMAND + r"\s+[-\"$]"), "runs the flashcheck CLI"),
+    (re.compile(r"\[\s*(?:\w+|[\"'][^\"']*flashcheck[\"'])\s*,\s*[\"']" + SUBCOMMAND + r"[\"']"), "runs the flashcheck CLI"),
+    (re.compile(r"\b(?:run|check)\s+--(?:kernel|plugin|problem|cases)\b"), "runs the flashcheck CLI"),
+    (re.compile(r"\bmutate(?:_device)?\.py\b|\btools/(?:device|mutate|slurm)\b"), "runs a script of the tools layer"),
+]
 SOURCE = re.compile(r"\.(h|hpp|cpp|cc|cu|cuh|c)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 LINK = re.compile(r"target_link_libraries\s*\(([^)]*)\)", re.S)
@@ -50,8 +68,30 @@ def allowed(folder, target, is_test):
     return any(target == r or target.startswith(r + "/") for r in rules)
 
 
-def violations(root):
+def is_test_script(name):
+    return name.endswith("_test.py") or name.startswith("test_") or name == "conftest.py"
+
+
+def script_violations(root):
+    """Scripts outside SCRIPT_DRIVERS (tests aside) that drive the CLI or import the Python package."""
     bad = []
+    for folder in sorted(set(ALLOWED) - SCRIPT_DRIVERS):
+        for dirpath, _, files in os.walk(os.path.join(root, folder)):
+            for name in files:
+                if not SCRIPT.search(name) or is_test_script(name):
+                    continue
+                path = os.path.join(dirpath, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for pattern, what in DRIVES:
+                    if pattern.search(text):
+                        bad.append(f"{os.path.relpath(path, root)}: {what} (only scripts in {sorted(SCRIPT_DRIVERS)} or tests may)")
+                        break
+    return bad
+
+
+def violations(root):
+    bad = script_violations(root)
     for folder in ALLOWED:
         base = os.path.join(root, folder)
         for dirpath, _, files in os.walk(base):
@@ -92,6 +132,14 @@ def self_test():
         "verify/CMakeLists.txt": "target_link_libraries(fc_verify PUBLIC fc_reference fc_fuzz)\n",
         "reference/ok_test.cpp": '#include "testing/test_seed.h"\n#include "reference/naive.h"\n',
         "gpu/k/ok.cu": '#include "reference/problem.h"\n#include "gpu/common/mask.cuh"\n',
+        # Scripts: the kernels layer driving the CLI or the Python package, and the allowed places.
+        "gpu/scripts/dev.sh": 'fc=build/flashcheck\n"$fc" list --json -\n',
+        "gpu/scripts/mut.py": 'import subprocess\nsubprocess.run(["flashcheck", "run", "--plugin", "m.so"])\n',
+        "runner/tool.py": "from flashcheck import fuzz\n",
+        "gpu/k/mutants.sh": "python3 tools/mutate list --kernel-dir gpu/k\n",
+        "tools/device/ok.sh": "build/flashcheck run --kernel all\n",
+        "runner/ok_cli_test.py": "import subprocess\nsubprocess.run(['build/flashcheck', 'check', 'x'])\n",
+        "gpu/k/gen_ok.py": "print('// generated: no CLI, no package')\n",
     }
     with tempfile.TemporaryDirectory() as root:
         for rel, text in planted.items():
@@ -99,7 +147,8 @@ def self_test():
             with open(os.path.join(root, rel), "w") as f:
                 f.write(text)
         found = violations(root)
-    expect = ["reference/a.cpp", "verify/b.cpp", "gpu/k/c.cu", "gpu/k/d.cu", "verify/CMakeLists.txt"]
+    expect = ["reference/a.cpp", "verify/b.cpp", "gpu/k/c.cu", "gpu/k/d.cu", "verify/CMakeLists.txt", "gpu/scripts/dev.sh",
+              "gpu/scripts/mut.py", "runner/tool.py", "gpu/k/mutants.sh"]
     missed = [e for e in expect if not any(v.startswith(e) for v in found)]
     wrong = [v for v in found if v.split(":")[0] not in expect]
     for v in found:
@@ -107,7 +156,7 @@ def self_test():
     if missed or wrong:
         print("self-test FAILED: missed", missed, "wrongly flagged", wrong)
         return 1
-    print("self-test: all 5 planted violations found, 2 allowed edges passed")
+    print(f"self-test: all {len(expect)} planted violations found, {len(planted) - len(expect)} allowed edges passed")
     return 0
 
 

@@ -8,13 +8,14 @@
 #include "tools/strict_options.h"
 #include "verify/check_file.h"
 #include "verify/report_html.h"
+#include "verify/report_junit.h"
 
 namespace flashcheck::cli {
 
 void add_check(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors; bhsd, bshd, thd or a paged cache, with the variants' tensors and metadata: README) against the fp64 oracle");
   struct Opts {
-    std::string file, json, oracle_name = "auto", html;
+    std::string file, json, oracle_name = "auto", html, junit;
     bool identify = false;
     CheckFileOptions o;
   };
@@ -22,6 +23,9 @@ void add_check(CLI::App& app, Action& action) {
   cmd->add_option("file", opts->file, "the .safetensors file")->required();
   cmd->add_option("--json", opts->json, "also write the report as JSON to PATH, or - for stdout (the text then goes to stderr)");
   cmd->add_option("--html", opts->html, "also write the report as one self-contained HTML page with error heatmaps to PATH");
+  cmd->add_option("--junit", opts->junit,
+                  "also write the report as JUnit XML to PATH for CI dashboards (a testcase per criterion, the reproduce "
+                  "line in each failure)");
   cmd->add_option("--max-rows", opts->o.max_rows, "rows per (b,h) checked before sampling starts")
       ->check(whole_number(1, kMaxCount));
   cmd->add_option("--tile-q", opts->o.tile_q, "kernel's query tile, to name the worst element's tile")
@@ -38,7 +42,7 @@ void add_check(CLI::App& app, Action& action) {
                 "readings pass: the convention the kernel follows");
   cmd->callback([opts, &action] {
     action = [opts] {
-      CommandOutputs outputs("check", opts->json, {opts->html});
+      CommandOutputs outputs("check", opts->json, {opts->html}, opts->junit);
       return outputs.run([&] {
         outputs.require_writable();
         opts->o.error_maps = !opts->html.empty();
@@ -47,6 +51,7 @@ void add_check(CLI::App& app, Action& action) {
                                                       : OracleChoice::automatic;
         if (opts->identify) {
           if (!opts->html.empty()) throw CannotTest("--identify writes no HTML page: give --html without it");
+          if (!opts->junit.empty()) throw CannotTest("--identify writes no JUnit report (it judges readings, not a kernel): give --junit without it");
           const std::vector<ReadingVerdict> v = identify_file(opts->file, opts->o);
           std::cout << printable_block(to_text(v)) << printable_line(identification_summary(v)) << "\n";
           if (outputs.json_wanted()) {
@@ -85,6 +90,15 @@ void add_check(CLI::App& app, Action& action) {
             outputs.write_file(opts->html, to_html(shown));
           } catch (const std::exception& e) {
             failed_output = e.what();
+          }
+        }
+        if (outputs.junit_wanted()) {
+          try {
+            std::vector<JunitSuite> suites{check_junit(r, opts->file)};
+            if (failed_output) suites.push_back(cannot_test_suite("check", *failed_output));
+            outputs.write_junit(junit_xml("flashcheck check", suites));
+          } catch (const std::exception& e) {
+            if (!failed_output) failed_output = e.what();
           }
         }
         if (outputs.json_wanted()) {

@@ -18,16 +18,17 @@ void add_merge(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("merge", "merge the --json reports of one campaign's shards (run --shard i/N) into one report");
   struct Opts {
     std::vector<std::string> files;
-    std::string json, html;
+    std::string json, html, junit;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("shards", o->files, "the shards' run --json reports, every shard i/N of one campaign once")->required();
   cmd->add_option("--json", o->json, "write the merged report as JSON to PATH, or - for stdout (the text then goes to stderr)");
   cmd->add_option("--html", o->html,
                   "copy the HTML page of each kept failure into directory DIR (the shards must have run with --html)");
+  cmd->add_option("--junit", o->junit, "write the merged report as JUnit XML to PATH (what the unsharded run's --junit writes)");
   cmd->callback([o, &action] {
     action = [o] {
-      CommandOutputs outputs("merge", o->json);
+      CommandOutputs outputs("merge", o->json, {}, o->junit);
       return outputs.run([&] {
         outputs.require_writable();
         if (!o->html.empty()) require_writable_dir("--html", o->html);

@@ -28,6 +28,7 @@
 #include "tools/output.h"
 #include "reference/gpu_oracle.h"
 #include "verify/check_file.h"
+#include "verify/report_junit.h"
 
 namespace flashcheck::cli {
 
@@ -131,7 +132,7 @@ void add_run(CLI::App& app, Action& action) {
     uint64_t input_seed = 1;
     double timeout = 0, load_timeout = 0;
     bool no_shrink = false, no_isolation = false;
-    std::string html, gpus;
+    std::string html, gpus, junit;
     double worker_timeout = 0;
   };
   auto o = std::make_shared<Opts>();
@@ -156,6 +157,9 @@ void add_run(CLI::App& app, Action& action) {
       ->check(positive_number(1e18));
   cmd->add_option("--json", o->json, "write the summary as JSON to PATH, or - for stdout (the text then goes to stderr)");
   cmd->add_option("--html", o->html, "write an HTML report (error heatmaps) per kept failure into directory DIR");
+  cmd->add_option("--junit", o->junit,
+                  "write a JUnit XML report to PATH for CI dashboards: a testsuite per kernel, a testcase per group of "
+                  "cases and per failure (with its reproduce line)");
   cmd->add_option("--problem", o->problem, "run this one problem instead of a campaign (as printed by a failure)");
   cmd->add_option("--dist", o->dist, "input distribution for --problem");
   cmd->add_option("--input-seed", o->input_seed, "input seed for --problem")->check(whole_number(0, kMaxU64));
@@ -185,7 +189,7 @@ void add_run(CLI::App& app, Action& action) {
       ->check(positive_number(1e7));
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
-      CommandOutputs outputs("run", o->json);
+      CommandOutputs outputs("run", o->json, {}, o->junit);
       return outputs.run([&] {  // all of the command runs under the exit-code contract (tools/output.h)
       // Report paths first: a campaign whose reports cannot be written is refused before it runs.
       outputs.require_writable();
@@ -227,10 +231,15 @@ void add_run(CLI::App& app, Action& action) {
         std::optional<std::string> page_error;
         nlohmann::json j{{"problem", to_string(c.problem)}, {"dist", std::string(to_string(c.dist))}, {"input_seed", c.seed}};
         j["variants"] = nlohmann::json::array();
+        std::vector<JunitSuite> suites;  // --junit: a suite per kernel, its one case named by the problem
         for (auto& [v, plugin] : variants) {
+          JunitSuite& suite = suites.emplace_back();
+          suite.name = v->name();
+          const std::string classname = "flashcheck." + v->name(), case_name = to_string(c.problem);
           if (auto why = v->unavailable()) {
             std::cout << v->name() << ": unavailable (" << printable_line(*why) << ")\n";
             j["variants"].push_back({{"name", v->name()}, {"unavailable", *why}});
+            suite.cases.push_back({classname, case_name, JunitCase::Outcome::skipped, "unavailable: " + printable_line(*why)});
             continue;
           }
           std::unique_ptr<KernelWorker> worker;
@@ -240,6 +249,7 @@ void add_run(CLI::App& app, Action& action) {
           if (out.skipped && !unloaded) {
             std::cout << v->name() << ": skipped (" << printable_line(*out.skipped) << ")\n";
             j["variants"].push_back({{"name", v->name()}, {"skipped", *out.skipped}});
+            suite.cases.push_back({classname, case_name, JunitCase::Outcome::skipped, printable_line(*out.skipped)});
             continue;
           }
           nlohmann::json entry{{"name", v->name()}};
@@ -258,6 +268,9 @@ void add_run(CLI::App& app, Action& action) {
                         << (out.reproduced->confirmed() ? "\n" : "; the command may pass\n");
             entry["report"] = to_json(out.report);
             if (out.reproduced) entry["reproduced"] = to_json(*out.reproduced);
+            const bool flaky = out.reproduced && !out.reproduced->confirmed();
+            suite.cases.push_back(report_case(out.report, classname, case_name, out.report.repro,
+                                              flaky ? "flaky (" + to_text(*out.reproduced) + ")" : ""));
             if (!o->html.empty() && !out.passed) {
               try {  // a page that cannot be written does not cost the JSON
                 write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
@@ -267,15 +280,26 @@ void add_run(CLI::App& app, Action& action) {
             }
           } else {
             entry["skipped"] = *out.skipped;
+            suite.cases.push_back({classname, case_name, JunitCase::Outcome::skipped, printable_line(*out.skipped)});
           }
           if (unloaded) {
             std::cout << v->name() << ": FAILED: its plugin " << printable_line(unloaded->detail) << "\n";
             entry["unload_failure"] = unloaded->detail;
+            suite.cases.push_back({classname, "unload", JunitCase::Outcome::failed, "its plugin " + printable_line(unloaded->detail),
+                                   "unload_failure", "its plugin " + unloaded->detail + "\n"});
           }
           j["variants"].push_back(entry);
           rc = (rc == kMismatch || !passed) ? int{kMismatch} : int{kPass};
         }
         std::cout.flush();
+        if (outputs.junit_wanted()) {
+          if (page_error) suites.push_back(cannot_test_suite("run", *page_error));
+          try {  // before the JSON, which then says that it could not be written
+            outputs.write_junit(junit_xml("flashcheck run --problem", suites));
+          } catch (const std::exception& e) {
+            if (!page_error) page_error = e.what();
+          }
+        }
         if (page_error) j.update(error_json(*page_error));
         if (outputs.json_wanted()) outputs.write_json(j);
         if (page_error) throw CannotTest(*page_error);

@@ -185,7 +185,7 @@ std::string cuda_device_for(int index, const char* ours) {
 }
 
 std::vector<std::string> worker_arguments(const std::vector<std::string>& ours) {
-  static const char* const kDropped[] = {"--gpus", "--worker-timeout", "--json", "--html"};
+  static const char* const kDropped[] = {"--gpus", "--worker-timeout", "--json", "--html", "--junit"};
   std::vector<std::string> out;
   for (size_t i = 0; i < ours.size(); ++i) {
     const std::string& a = ours[i];

@@ -25,7 +25,7 @@ std::vector<int> parse_gpu_selection(const std::string& value, int visible);
 std::string cuda_device_for(int index, const char* our_visible_devices);
 
 // The child's command line: ours (after the program name) without --gpus, --worker-timeout,
-// --json and --html and their values, in either form (`--json F`, `--json=F`).
+// --json, --html and --junit and their values, in either form (`--json F`, `--json=F`).
 std::vector<std::string> worker_arguments(const std::vector<std::string>& ours);
 
 // main() keeps the command line here, for the workers' command lines.

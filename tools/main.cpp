@@ -21,9 +21,19 @@
 
 namespace {
 
-// A command line refused before its command ran still keeps the JSON promise (tools/output.h):
-// `--json -` gets the error document on stdout, and `--json PATH` has it replace an earlier report.
+// A command line refused before its command ran still keeps the reports' promise (tools/output.h):
+// `--json -` gets the error document on stdout, `--json PATH` and `--junit PATH` have it replace an
+// earlier report (CI reading the JUnit file then sees this run's error, not the last run's passes).
 void refused_command_line(int argc, char** argv, const std::string& why) {
+  const auto junit = flashcheck::cli::junit_target_of(argc, argv);
+  if (junit && !junit->empty() && *junit != "-") {
+    try {
+      if (flashcheck::cli::holds_report(*junit, {flashcheck::cli::kJunitStart}))
+        flashcheck::cli::write_report_file(*junit, flashcheck::cli::error_junit(argc > 1 ? argv[1] : "", why));
+    } catch (const std::exception&) {
+      // Said on stderr already, as for the JSON below.
+    }
+  }
   const auto target = flashcheck::cli::json_target_of(argc, argv);
   if (!target || target->empty()) return;
   const std::string text = flashcheck::json_text(flashcheck::cli::error_json(why)) + "\n";

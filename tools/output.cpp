@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <iostream>
 
 #include "reference/conventions.h"
+#include "verify/junit_xml.h"
 #include "verify/overview_html.h"
 #include "verify/report_html.h"
 #include "verify/safetensors.h"
@@ -133,8 +135,8 @@ bool holds_report(const fs::path& path, std::initializer_list<std::string_view> 
 
 nlohmann::json error_json(const std::string& message) { return {{"exit_code", kCannotTest}, {"error", message}}; }
 
-CommandOutputs::CommandOutputs(std::string command, std::string json, std::vector<std::string> files)
-    : command_(std::move(command)), json_(std::move(json)) {
+CommandOutputs::CommandOutputs(std::string command, std::string json, std::vector<std::string> files, std::string junit)
+    : command_(std::move(command)), json_(std::move(json)), junit_(std::move(junit)) {
   for (auto& f : files)
     if (!f.empty()) files_.push_back(std::move(f));
   if (json_ == "-") stdout_ = std::make_unique<JsonStdout>();
@@ -145,6 +147,9 @@ CommandOutputs::~CommandOutputs() = default;
 void CommandOutputs::require_writable() const {
   if (!json_.empty() && json_ != "-") require_writable_file("--json", json_);
   for (const auto& f : files_) require_writable_file("--html", f);
+  // stdout is the JSON's or the text's: a JUnit report is always a file.
+  if (junit_ == "-") throw CannotTest("--junit writes a file: give a path (--json - is the report on stdout)");
+  if (!junit_.empty()) require_writable_file("--junit", junit_);
 }
 
 void CommandOutputs::write_json(const nlohmann::json& j) {
@@ -155,6 +160,11 @@ void CommandOutputs::write_json(const nlohmann::json& j) {
   } else if (!json_.empty()) {
     write_report_file(json_, text);
   }
+}
+
+void CommandOutputs::write_junit(const std::string& xml) {
+  junit_written_ = true;  // as the JSON: a failed write is not followed by an error document
+  write_report_file(junit_, xml);
 }
 
 void CommandOutputs::write_file(const std::string& path, const std::string& text) {
@@ -183,6 +193,15 @@ int CommandOutputs::run(const std::function<int()>& work) {
       std::fprintf(stderr, "flashcheck %s: %s\n", command_.c_str(), printable_line(e.what()).c_str());
     }
   }
+  if (!junit_.empty() && junit_ != "-" && !junit_written_) {
+    try {
+      if (!holds_report(junit_, {kJunitStart}))
+        throw CannotTest("not replacing " + junit_ + " with the error report: it holds something else than a JUnit report");
+      write_junit(error_junit(command_, error));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "flashcheck %s: %s\n", command_.c_str(), printable_line(e.what()).c_str());
+    }
+  }
   // A report page this run did not write would be an earlier run's, read as this one's.
   for (const auto& f : files_) {
     std::error_code ec;
@@ -191,17 +210,35 @@ int CommandOutputs::run(const std::function<int()>& work) {
   return kCannotTest;
 }
 
-std::optional<std::string> json_target_of(int argc, char** argv) {
+namespace {
+
+// The value of `option` on a command line of one of `commands`, in either form (`--json F`, `--json=F`).
+std::optional<std::string> option_value(int argc, char** argv, const std::string& option,
+                                        std::initializer_list<std::string_view> commands) {
   if (argc < 2) return std::nullopt;
   const std::string command = argv[1];
-  if (command != "run" && command != "check" && command != "list" && command != "merge") return std::nullopt;
+  if (std::find(commands.begin(), commands.end(), command) == commands.end()) return std::nullopt;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--") break;
-    if (a == "--json" && i + 1 < argc) return std::string(argv[i + 1]);
-    if (a.rfind("--json=", 0) == 0) return a.substr(7);
+    if (a == option && i + 1 < argc) return std::string(argv[i + 1]);
+    if (a.rfind(option + "=", 0) == 0) return a.substr(option.size() + 1);
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> json_target_of(int argc, char** argv) {
+  return option_value(argc, argv, "--json", {"run", "check", "list", "merge"});
+}
+
+std::optional<std::string> junit_target_of(int argc, char** argv) {
+  return option_value(argc, argv, "--junit", {"run", "check", "merge"});
+}
+
+std::string error_junit(const std::string& command, const std::string& why) {
+  return junit_xml("flashcheck " + command, {cannot_test_suite(command, why)});
 }
 
 FilteredOutput::~FilteredOutput() {

@@ -52,33 +52,37 @@ void require_writable_dir(const std::string& option, const std::filesystem::path
 // file, directly for a device or pipe (`--json /dev/stderr`). Throws CannotTest naming the path.
 void write_report_file(const std::filesystem::path& path, const std::string& text);
 
-// The report files of one command: `--json PATH|-` and any others (`check --html PATH`).
+// The report files of one command: `--json PATH|-`, `--junit PATH` and any others (`check --html PATH`).
 class CommandOutputs {
  public:
   // json: "" for none, "-" for stdout (set aside from now on), else a path. files: other report
-  // files this command may write.
-  CommandOutputs(std::string command, std::string json, std::vector<std::string> files = {});
+  // files this command may write. junit: "" for none, else the path of the JUnit XML report.
+  CommandOutputs(std::string command, std::string json, std::vector<std::string> files = {}, std::string junit = {});
   ~CommandOutputs();
 
   void require_writable() const;  // every path, before any work
   bool json_wanted() const { return !json_.empty(); }
+  bool junit_wanted() const { return !junit_.empty(); }
   // The command's JSON document, once. Throws CannotTest if the file cannot be written.
   void write_json(const nlohmann::json& j);
+  // The command's JUnit XML document (verify/junit_xml.h), once. Throws CannotTest if the file
+  // cannot be written.
+  void write_junit(const std::string& xml);
   // One of `files`: written now; an older one is no longer stale.
   void write_file(const std::string& path, const std::string& text);
 
   // Runs the command's work under the exit-code contract: whatever it throws (CannotTest, a
   // plugin that cannot be loaded, flashcheck's own failure) ends as 125 with one printable line on
-  // stderr, a JSON document stating the error unless the work already wrote one, and no earlier
-  // report left at any of this command's paths.
+  // stderr, a JSON document and a JUnit document stating the error unless the work already wrote
+  // them, and no earlier report left at any of this command's paths.
   int run(const std::function<int()>& work);
 
  private:
-  std::string command_, json_;
+  std::string command_, json_, junit_;
   std::vector<std::string> files_;
   std::set<std::string> fresh_;  // written by this run
   std::unique_ptr<JsonStdout> stdout_;
-  bool json_written_ = false;
+  bool json_written_ = false, junit_written_ = false;
 };
 
 // Whether `path` may be replaced by an error report: it holds nothing, or what starts with one of
@@ -90,8 +94,15 @@ bool holds_report(const std::filesystem::path& path, std::initializer_list<std::
 nlohmann::json error_json(const std::string& message);
 
 // For a command line refused before any command ran (CLI11's parse errors): the `--json` value
-// the arguments give to run, check or list, if any ("-" or a path).
+// the arguments give to run, check, list or merge, if any ("-" or a path).
 std::optional<std::string> json_target_of(int argc, char** argv);
+// The same for `--junit` (run, check, merge).
+std::optional<std::string> junit_target_of(int argc, char** argv);
+
+// The JUnit document of a command that cannot test: one <error> saying why (verify/junit_xml.h).
+std::string error_junit(const std::string& command, const std::string& why);
+// What a JUnit report of flashcheck's starts with (a 125 replaces only such a file, see holds_report).
+inline constexpr std::string_view kJunitStart = "<?xml";
 
 // A stream buffer that passes what is written through a TerminalFilter to another buffer: the
 // campaign's log, which quotes kernels' error texts, reaches the terminal without their escape

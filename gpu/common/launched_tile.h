@@ -2,7 +2,7 @@
 // (runner/launched_tile_test.cpp): a kernel's Capabilities::tiles tell the campaign which tile
 // boundaries to aim at and the replica which blocking to mirror, so a dispatch that launches
 // another configuration (wgmma_f16's causal D = 128 launched with the non-causal N = 176, say) is a
-// wrong declaration that no output check sees (gpu/scripts/DETECTION.md, gap 4).
+// wrong declaration that no output check sees (tools/mutate/DETECTION.md, gap 4).
 //
 // Host code only, no CUDA: launchers in .cu files (C++17) and tests (C++20) include it. One
 // record per host thread (the launch and the test's read happen on the same thread); `inline`

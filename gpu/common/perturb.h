@@ -16,7 +16,7 @@
 //  * kStretch — extra wgmmas ahead of a GEMM's own (exact: they write what the GEMM then overwrites),
 //               so the GEMM reads its slot later after being issued: a wider window for the above.
 //  * kDelay   — seeded sleeps at hand-offs and warpgroup turns: other interleavings.
-// None of these can change a correct kernel's result (gpu/scripts/MUTATION.md, "Perturbed build").
+// None of these can change a correct kernel's result (tools/mutate/MUTATION.md, "Perturbed build").
 #pragma once
 #ifdef FLASHCHECK_PERTURB
 #include <cstdint>

@@ -2,7 +2,7 @@
 // it never loaded (a stage past the last tile, an unguarded tail) then computes with leftovers that
 // are usually finite, and its bug hides: the mutant that runs one extra, fully masked main-loop
 // iteration multiplies P = 0 by a never-loaded V stage and passes while that stage holds finite
-// bits (gpu/scripts/DETECTION.md, gap 1). Before every checked launch the harness fills the shared
+// bits (tools/mutate/DETECTION.md, gap 1). Before every checked launch the harness fills the shared
 // memory of every SM with all-ones words: 0xFFFF is a NaN in bf16 and f16 and 0xFFFFFFFF in f32,
 // so 0 · leftover is NaN and lands in nan_inf_positions.
 #pragma once

@@ -109,9 +109,12 @@ static int polite(const fc_problem* p, const void* q, const void* k, const void*
 
 /* Reports an error whose text attacks the report rather than flashcheck's process: bytes that are not
  * UTF-8, terminal escapes (clear screen, window title, colour), a carriage return, a newline followed
- * by a fake `reproduce:` line, and a last character cut in two. */
+ * by a fake `reproduce:` line, markup that would end a JUnit XML element or CDATA section early
+ * ("]]>", "</failure>", an entity) with characters XML cannot carry (C0 controls, U+FFFE), and a last
+ * character cut in two. */
 static const char* hostile_text(void) {
-  return "bad \xff\xfe bytes \x1b[2J\x1b]0;pwned\x07\x1b[31mred\r\nreproduce: flashcheck run --kernel evil\ncut \xe2\x82";
+  return "bad \xff\xfe bytes \x1b[2J\x1b]0;pwned\x07\x1b[31mred\r\nreproduce: flashcheck run --kernel evil\n"
+         "xml ]]></failure><testcase name=\"evil\"/> &amp; \x01\x0b \xef\xbf\xbe\ncut \xe2\x82";
 }
 
 #define KERNEL(name, fn) \

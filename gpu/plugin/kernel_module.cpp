@@ -3,7 +3,7 @@
 // every kernel those units register is exported through the C plugin ABI under its own name plus
 // FC_MODULE_SUFFIX (a plugin may not shadow a built-in name).
 //
-// What it is for: mutation testing (gpu/scripts/mutate.py --plugin builds each mutant of a kernel
+// What it is for: mutation testing (tools/mutate --plugin builds each mutant of a kernel
 // this way, a few hundred kB instead of a whole flashcheck), and checking a kernel folder against a
 // flashcheck built without it. Both entries are exported: ABI 2 (flashcheck_get_kernel2), whose
 // declared space is the kernel's whole Capabilities (variants, layouts, page sizes, conventions),

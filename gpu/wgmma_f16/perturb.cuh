@@ -1,7 +1,7 @@
 // wgmma_f16's part of the perturbed build (gpu/common/perturb.h): which barrier releases which ring
 // slot, the producer's poisoning of a released slot, and the S GEMM's stretch. Empty unless
 // compiled with -DFLASHCHECK_PERTURB (and, being inside that #ifdef, never mutated by
-// gpu/scripts/mutate.py: it is instrumentation, not the kernel).
+// tools/mutate: it is instrumentation, not the kernel).
 #pragma once
 #ifdef FLASHCHECK_PERTURB
 #include <cstdint>

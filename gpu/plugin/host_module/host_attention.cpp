@@ -1,6 +1,6 @@
 // A host kernel written like a built-in kernel folder (launch2 + register.cpp) but built only as a
 // plugin module (gpu/plugin/kernel_module.cpp): the CPU example of a kernel folder under mutation
-// testing (mutate.py selftest --flashcheck), of the declared space (registry_test) and of a
+// testing (tools/mutate selftest --flashcheck), of the declared space (registry_test) and of a
 // problem-model-2 kernel reached through a module: layouts by their strides, variable-length
 // batches, seqused, paged caches, sliding windows (declared left-exclusive, as cuDNN counts) and
 // softcap. f32 only; one query row at a time, two passes over the keys in double.

@@ -4,7 +4,7 @@
 # local-memory spill traffic, and how many local loads/stores sit between a kernel's first and last
 # tensor-core MMA (that is, inside its main loop).
 #
-#   gpu/scripts/sass_stats.sh BINARY [ARCH=sm_90] [KERNEL_NAME_REGEX=mma_f16]   (sm_90a for wgmma_f16)
+#   tools/device/sass_stats.sh BINARY [ARCH=sm_90] [KERNEL_NAME_REGEX=mma_f16]   (sm_90a for wgmma_f16)
 set -eu
 bin=$1
 arch=${2:-sm_90}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU call (about 7-8 minutes on an H100 with 16 cores), building nothing, for issue #21 items 8
-# and 9 (gpu/scripts/MUTATION.md "Perturbed build", DETECTION.md "Async-proxy races"):
+# and 9 (tools/mutate/MUTATION.md "Perturbed build", DETECTION.md "Async-proxy races"):
 #   1. declarations: the capability snapshot and the launched-tile test on this GPU, and a short
 #      campaign of the normal build's kernels (whatever the perturbed build does, these are unchanged);
 #   2. zero false alarms: the perturbed kernels (flashcheck_perturbed.so) through a campaign and a
@@ -10,14 +10,15 @@
 #      without the tracker (poison, stretch, delay: what timing alone exposes);
 #   4. a table per mutant: killed without / with / timing only, and the verdict of step 2.
 #
-#   gpu/scripts/race_device.sh [CARRY_DIR]     (default build-race/carry, made by race_prepare.sh:
+#   tools/device/race_device.sh [CARRY_DIR]     (default build-race/carry, made by race_prepare.sh:
 #                                              bin.tar.xz and race_pack.tar.xz; logs and JSON under $OUT)
-# Run from the source root (it reads gpu/capabilities.json and gpu/scripts/).
+# Run from the source root (it reads gpu/capabilities.json and tools/mutate/).
 set -u
 carry=${1:-build-race/carry}
 out=${OUT:-race-out}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
+mutate_dir=$(cd "$here/../mutate" && pwd)  # the mutation tool (tools/mutate/)
 dir=/tmp/race_bin  # bin.tar.xz unpacked: binaries and lib/
 rm -rf "$dir" && mkdir -p "$dir" &&
   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carry/bin.tar.xz" "$dir" ||
@@ -68,7 +69,7 @@ md() {  # md NAME JOBS KERNELS ENV...
   local ks=() e=()
   for k in $kernels; do ks+=(--kernel "$k"); done
   for v in "$@"; do e+=(--env "$v"); done
-  python3 "$here/mutate_device.py" run --pack "$pack" --flashcheck "$fc" "${ks[@]}" "${e[@]}" -j "$jobs" \
+  python3 "$mutate_dir/mutate_device.py" run --pack "$pack" --flashcheck "$fc" "${ks[@]}" "${e[@]}" -j "$jobs" \
     --dest "/tmp/race_$name" --out "$out/$name" --deadline "$deadline" --hard-deadline "$hard" \
     >"$out/mutants_$name.log" 2>&1
   echo $? >"$out/mutants_$name.rc"

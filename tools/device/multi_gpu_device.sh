@@ -6,7 +6,7 @@
 # Logs and JSON go to $OUT (default multi-gpu-out); a compact summary ends the output. About 5 minutes
 # on 2 H100s with the defaults.
 #
-#   gpu/scripts/multi_gpu_device.sh FLASHCHECK_BINARY [SEED]
+#   tools/device/multi_gpu_device.sh FLASHCHECK_BINARY [SEED]
 #   env: KERNEL (wgmma_f16)  CASES (2000)  MAX_SEQ, MAX_WORK (run's defaults)  LOAD_CASES (8, 0 skips)
 #        PROD (1; 0 skips the production-size check)  PROD_SHAPE (4,64,8192,128)  STEP_TIMEOUT (240 s)
 set -u

@@ -15,7 +15,7 @@ causal_lower_right mask runs and matches bottom_right, what a row with no visibl
 which aten op actually ran (profiler), so a dispatch that silently used another backend shows.
 
 usage (from the repository root, on a GPU machine):
-  PYTHONPATH=python FLASHCHECK_LIB=build/libflashcheck.so python3 gpu/scripts/fuzz_sdpa.py \
+  PYTHONPATH=python FLASHCHECK_LIB=build/libflashcheck.so python3 tools/device/fuzz_sdpa.py \
       [--budget 240] [--seed 7] [--cases 200] [--out DIR]
 Writes a table on stdout and fuzz_sdpa.json under --out (default $OUT, else .). Exit 0 when every
 backend passed wherever it ran; 1 when a case failed; 2 when the script could not run at all.

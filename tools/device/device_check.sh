@@ -4,7 +4,7 @@
 # big-tensor campaigns, the 100-run determinism check, the perturbed build's campaigns (when built
 # with -DFLASHCHECK_PERTURB=ON) and the benchmark. Logs go to $OUT (or ./device-out); the last lines are a summary table.
 #
-#   gpu/scripts/device_check.sh BUILD_DIR [CASES] [SEED]
+#   tools/device/device_check.sh BUILD_DIR [CASES] [SEED]
 set -u
 build=${1:-.devbuild}
 cases=${2:-1000}
@@ -85,7 +85,7 @@ done
 # The perturbed build (configured with -DFLASHCHECK_PERTURB=ON: build/flashcheck_perturbed.so, race
 # instrumentation, gpu/common/perturb.h): the same kernels must pass a campaign and a load campaign
 # under several seeds (zero false alarms), where an async-proxy race (a slot released before its
-# wgmma completed, a dropped wgmma wait) fails (gpu/scripts/DETECTION.md).
+# wgmma completed, a dropped wgmma wait) fails (tools/mutate/DETECTION.md).
 perturbed="$build/flashcheck_perturbed.so"
 if [ -f "$perturbed" ]; then
   pvariants=$("$fc" list --plugin "$perturbed" --json - | python3 -c '
@@ -113,7 +113,7 @@ if [ -n "${BENCH_SHAPES:-}" ]; then
 fi
 if [ -n "${SDPA_SHAPES:-}" ] && python3 -c 'import torch' 2>/dev/null; then
   # shellcheck disable=SC2086
-  step "PyTorch SDPA comparison (mma_f16, bf16)" sdpa.log python3 gpu/scripts/compare_sdpa.py "$fc" mma_f16 bf16 $SDPA_SHAPES
+  step "PyTorch SDPA comparison (mma_f16, bf16)" sdpa.log python3 tools/device/compare_sdpa.py "$fc" mma_f16 bf16 $SDPA_SHAPES
   cat "$out/sdpa.log"
 fi
 echo

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Mutation score on a GPU machine that cannot build flashcheck: mutants built elsewhere as small
-plugin libraries (`mutate.py build --plugin`), packed here, checked there by one unmutated flashcheck.
+plugin libraries (`tools/mutate build --plugin`), packed here, checked there by one unmutated flashcheck.
 
-  pack  (build machine) WORK folders of `mutate.py build --plugin` -> one .tar.xz with a manifest
+  pack  (build machine) WORK folders of `tools/mutate build --plugin` -> one .tar.xz with a manifest
   run   (GPU machine)   unpack, check the unmutated module first (every check must pass, else stop),
                         then every mutant's checks in parallel under a per-check timeout and a global
                         deadline; result.json per mutant, a report per kernel and a summary table
@@ -11,7 +11,7 @@ The checks are the standard device check for a kernel, on the module loaded with
 campaign (150 cases, fail-fast), the fixed edge/regression shapes of runner/gpu_variants_test.cpp
 (EdgeShapesPass) as `run --problem` lines, and a production-load slice (`run --load`). A shape the
 unmutated module does not run (not in the kernel's declared space: exit 125) is dropped for its
-mutants. Python 3 standard library only; see gpu/scripts/MUTATION.md ("Plugin mutants").
+mutants. Python 3 standard library only; see tools/mutate/MUTATION.md ("Plugin mutants").
 """
 import argparse
 import concurrent.futures
@@ -27,8 +27,11 @@ import tarfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import mutate  # noqa: E402  (same folder, stdlib only)
+# The mutation tool's package (this file's folder) by its name, from the folder above: its work
+# folders' JSON is read and written the way the tool's report expects.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+from mutate.report import compute_report, print_report, read_equivalent  # noqa: E402  (stdlib only)
+from mutate.store import read_json, write_json  # noqa: E402
 
 # runner/gpu_variants_test.cpp EdgeShapesPass, dtype alternated per shape (bf16, f16, ...) to halve
 # the runs; the campaign and the load slice draw both dtypes.
@@ -73,16 +76,16 @@ def cmd_pack(args):
         for spec in args.work:
             name, work = spec.split("=", 1)
             work, _, registered = work.partition(",")  # the kernel's registered name, if not the folder's
-            cat = mutate.read_json(os.path.join(work, "mutants.json"))
-            mod = mutate.read_json(os.path.join(work, "_module", "module.json"))
+            cat = read_json(os.path.join(work, "mutants.json"))
+            mod = read_json(os.path.join(work, "_module", "module.json"))
             if not cat or not mod:
-                raise SystemExit("mutate_device.py: %s is not a `mutate.py build --plugin` work folder" % work)
+                raise SystemExit("mutate_device.py: %s is not a `tools/mutate build --plugin` work folder" % work)
             lib = mod["library"]
             tar.add(os.path.join(work, "_module", lib), arcname="%s/_module/%s" % (name, lib))
             kept = []
             for m in cat["mutants"]:
                 d = os.path.join(work, m["id"])
-                b = mutate.read_json(os.path.join(d, "build.json"))
+                b = read_json(os.path.join(d, "build.json"))
                 if not b or b.get("status") not in ("built", "build_failed", "unreachable"):
                     continue  # never built here: left out of the pack and the catalogue
                 kept.append(m)
@@ -137,7 +140,7 @@ def fill(template, fc, lib, kernel):
 
 
 def check_mutant(k, m_id, checks, args, clock, env):
-    """Runs the checks in order; writes WORK/<id>/result.json the way mutate.py's report reads it."""
+    """Runs the checks in order; writes WORK/<id>/result.json the way the tool's report reads it."""
     d = os.path.join(k["dir"], m_id)
     lib = os.path.join(d, k["library"])
     result = {"id": m_id, "checks": []}
@@ -163,7 +166,7 @@ def check_mutant(k, m_id, checks, args, clock, env):
     result["status"] = final
     result["seconds"] = round(sum(c["seconds"] for c in result["checks"]), 2)
     if final != "cut":  # a cut mutant stays "not run" in the report, never a kill or a survivor
-        mutate.write_json(os.path.join(d, "result.json"), result)
+        write_json(os.path.join(d, "result.json"), result)
     return result
 
 
@@ -212,7 +215,7 @@ def cmd_run(args):
     os.makedirs(dest, exist_ok=True)
     with tarfile.open(args.pack) as tar:
         tar.extractall(dest)
-    man = mutate.read_json(os.path.join(dest, "manifest.json"))
+    man = read_json(os.path.join(dest, "manifest.json"))
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
     for e in args.env or []:
@@ -241,9 +244,9 @@ def cmd_run(args):
     # Interleave the kernels so a deadline leaves each with a comparable share checked.
     queues = []
     for k in kernels:
-        cat = mutate.read_json(os.path.join(k["dir"], "mutants.json"))
+        cat = read_json(os.path.join(k["dir"], "mutants.json"))
         ids = [m["id"] for m in cat["mutants"]
-               if (mutate.read_json(os.path.join(k["dir"], m["id"], "build.json")) or {}).get("status") == "built"]
+               if (read_json(os.path.join(k["dir"], m["id"], "build.json")) or {}).get("status") == "built"]
         # Hash order, not file order: a deadline then leaves an unbiased sample unchecked, not one file.
         ids.sort(key=lambda i: hashlib.sha1(i.encode()).hexdigest())
         queues.append([(k, i) for i in ids])
@@ -273,7 +276,7 @@ def cmd_run(args):
     summary = {}
     for k in kernels:
         eq_path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "equivalent_%s.txt" % k["name"])
-        rep = mutate.compute_report(k["dir"], mutate.read_equivalent(eq_path if os.path.exists(eq_path) else None))
+        rep = compute_report(k["dir"], read_equivalent(eq_path if os.path.exists(eq_path) else None))
         per_check = {}
         for r in results:
             for c in r["checks"]:
@@ -287,19 +290,19 @@ def cmd_run(args):
                 killers[kb] = killers.get(kb, 0) + 1
         rep["killed_by_check"] = killers
         cand_path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "equivalent_candidates_%s.txt" % k["name"])
-        cands = mutate.read_equivalent(cand_path if os.path.exists(cand_path) else None)
+        cands = read_equivalent(cand_path if os.path.exists(cand_path) else None)
         argued = [sv["id"] for sv in rep["survivors"] if sv["id"] in cands]
         sm = rep["summary"]
         denom = sm["tested"] - sm["equivalent"] - len(argued)
         rep["candidates"] = {"survived": argued, "killed": [i for i in cands if i not in argued and
-                                                            (mutate.read_json(os.path.join(k["dir"], i, "result.json")) or {}).get("status") == "killed"],
+                                                            (read_json(os.path.join(k["dir"], i, "result.json")) or {}).get("status") == "killed"],
                              "score_if_equivalent": (sm["killed"] / denom) if denom > 0 else None}
         with open(os.path.join(out, "mutation_%s.json" % k["name"]), "w") as f:
             json.dump(rep, f, indent=1)
         with open(os.path.join(out, "mutation_%s.txt" % k["name"]), "w") as f:
-            mutate.print_report(rep, show_diffs=True, out=f)
+            print_report(rep, show_diffs=True, out=f)
         # Survivors' diffs in the log too: the lead reads only the output tail and $OUT.
-        mutate.print_report(rep, show_diffs=True, out=logf)
+        print_report(rep, show_diffs=True, out=logf)
         s = rep["summary"]
         summary[k["name"]] = s
         rows.append((k["name"], s))
@@ -314,11 +317,11 @@ def cmd_run(args):
         print("%-10s %6d %6d %6d %6d %6d %7d %7d %7s" % (name, s["built"], s["tested"], s["killed"], s["survived"],
                                                       s["equivalent"], s["not_run"], s["untestable"], sc))
     for name, _ in rows:
-        rep = mutate.read_json(os.path.join(out, "mutation_%s.json" % name))
+        rep = read_json(os.path.join(out, "mutation_%s.json" % name))
         print("%s survivors: %s" % (name, " ".join(sv["id"] for sv in rep["survivors"]) or "none"))
         c = rep["candidates"]
         if c["survived"] or c["killed"]:
-            print("%s argued-equivalent candidates (gpu/scripts/equivalent_candidates_%s.txt): %d survived, %d killed %s; "
+            print("%s argued-equivalent candidates (tools/mutate/equivalent_candidates_%s.txt): %d survived, %d killed %s; "
                   "score if the survivors are equivalent: %s" % (name, name, len(c["survived"]), len(c["killed"]),
                                                                  " ".join(c["killed"]),
                                                                  "n/a" if c["score_if_equivalent"] is None else
@@ -330,7 +333,7 @@ def cmd_run(args):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="mode", required=True)
-    sp = sub.add_parser("pack", help="pack `mutate.py build --plugin` work folders for the GPU machine")
+    sp = sub.add_parser("pack", help="pack `tools/mutate build --plugin` work folders for the GPU machine")
     sp.add_argument("--work", action="append", required=True, help="NAME=WORK_DIR[,KERNEL], e.g. mma_f16=build-mutants/mma_f16 (KERNEL: the "
                     "registered name when it is not NAME)")
     sp.add_argument("--suffix", default=".mutant", help="the --plugin-suffix the modules were built with")

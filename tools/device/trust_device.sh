@@ -11,7 +11,7 @@
 #   4. torch SDPA's flash, cuDNN and efficient backends through flashcheck.fuzz, several seeds.
 # Runs in parallel where the work is on the CPU (the oracle). Logs under $OUT; a table last.
 #
-#   gpu/scripts/trust_device.sh CARRY_DIR    (bin.tar.xz from gpu/scripts/trust_prepare.sh)
+#   tools/device/trust_device.sh CARRY_DIR    (bin.tar.xz from tools/device/trust_prepare.sh)
 set -u
 carry=${1:-build-trust}
 out=${OUT:-trust-out}
@@ -80,7 +80,7 @@ if [ -f "$dir/libflashcheck.so" ] && [ -d "$dir/python" ]; then
   for s in 7 8; do
     wait_slot
     sdpa=$dir/fuzz_sdpa.py  # the script packed with the library it drives, else the tree's
-    [ -f "$sdpa" ] || sdpa=gpu/scripts/fuzz_sdpa.py
+    [ -f "$sdpa" ] || sdpa=tools/device/fuzz_sdpa.py
     (PYTHONPATH=$dir/python FLASHCHECK_LIB=$dir/libflashcheck.so timeout 400 python3 "$sdpa" \
        --budget 200 --seed "$s" --out "$out/sdpa_$s" >"$out/sdpa_$s.log" 2>&1; echo $? >"$out/sdpa_$s.rc") &
   done

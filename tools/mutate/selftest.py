@@ -1,0 +1,299 @@
+"""The tool's own test on toy sources: the lexer, the operators (the async-race class and the
+perturbed build's code included), ids, apply, a real build and run of toy mutants and the report;
+with --flashcheck BUILD also plugin modules of gpu/plugin/host_module. Standard library only."""
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+
+from .build import build_one, plan_build
+from .commands import make_plan, save_catalogue
+from .operators import OPERATORS
+from .report import compute_report, print_report, read_equivalent
+from .run import check_env, run_check, run_one
+from .sources import apply_mutant, enumerate_mutants
+from .store import read_json, write_json
+
+
+TOY_KERNEL = r'''// toy kernel: comments like a < b, __syncthreads(); and if (x) must never be mutated
+#include "toy/util.h"
+#define LIMIT(a) ((a) < 4)
+/* block comment: cp_async_wait<0>(); fmaxf(a, b) */
+static_assert(sizeof(int) >= 4, "int < 32 bits");
+int body(int n, int* out, float* f) {
+  const char* s = "x < y && __syncthreads();";
+  int acc = 0;
+  for (int i = 0; i < n; ++i) {
+    if (i >= n - 1) acc += out[i + 1];
+    acc += out[(i * 3) ^ (i & 7)];
+  }
+  f[0] = fmaxf(f[1], f[2]) * f[3];
+  f[1] *= f[4];
+  __syncthreads();
+  cp_async_wait<1>();
+  cp_async_commit();
+  asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(acc) : "f"(f[0]), "f"(f[1]));
+  unsigned v = __floats2bfloat162_rn(f[0], f[1]);
+  return acc == 0 && n != 2 ? -INFINITY : (acc >> 2) / n;
+}
+'''
+
+# The async-race class (REL, wgmma WAIT) and the perturbed build's code, which is never mutated.
+TOY_ASYNC = r'''__device__ void consume(int n) {
+  for (int t = 0; t < n; ++t) {
+    gemm();
+    wgmma::commit();
+    wgmma::wait<1>();
+    sync::mbar_arrive(sm.k_empty(t));
+    work();
+    wgmma::wait<0>();
+    sync::mbar_arrive(sm.v_empty(t));
+  }
+  wgmma::wait<0>();
+  pipeline.consumer_release(state);
+#ifdef FLASHCHECK_PERTURB
+  if (n < 3) perturb::on_use(1);
+#else
+  int x = a < b;
+#endif
+#ifndef FLASHCHECK_PERTURB
+  int y = c < d;
+#else
+  int z = e < f;
+#endif
+}
+'''
+
+
+def selftest_async(tmp, check):
+    os.makedirs(os.path.join(tmp, "toy_async"))
+    with open(os.path.join(tmp, "toy_async", "a.cuh"), "w") as f:
+        f.write(TOY_ASYNC)
+    ms = enumerate_mutants(tmp, "toy_async", ops=list(OPERATORS))
+    by_op = {}
+    for m in ms:
+        by_op.setdefault(m.op, []).append(m)
+    rel = sorted(m.description for m in by_op.get("REL", []))
+    check(rel == sorted(["`sync::mbar_arrive(sm.k_empty(t));` moved above `wgmma::wait<1>();`",
+                         "`sync::mbar_arrive(sm.v_empty(t));` moved above `wgmma::wait<0>();`",
+                         "`sync::mbar_arrive(sm.v_empty(t));` moved above `wgmma::wait<1>();`",
+                         "`pipeline.consumer_release(state);` moved above `wgmma::wait<0>();`"]), "REL mutants: %s" % rel)
+    m = [x for x in by_op["REL"] if "k_empty" in x.description][0]
+    out = apply_mutant(TOY_ASYNC, m)
+    check("    sync::mbar_arrive(sm.k_empty(t));\n    wgmma::wait<1>();\n    work();" in out, "REL moves the line:\n" + out)
+    check(out.count("\n") == TOY_ASYNC.count("\n") and sorted(out.split("\n")) == sorted(TOY_ASYNC.split("\n")),
+          "REL only reorders lines")
+    waits = sorted(m.description for m in by_op.get("WAIT", []))
+    check(waits == sorted(["`wait<1>` -> `wait<2>` (shallower)", "`wait<0>` -> `wait<1>` (shallower)",
+                           "`wait<0>` -> `wait<1>` (shallower)", "`wgmma::wait<1>()` removed",
+                           "`wgmma::wait<0>()` removed", "`wgmma::wait<0>()` removed"]), "wgmma WAIT mutants: %s" % waits)
+    removed = [x for x in by_op["WAIT"] if x.description == "`wgmma::wait<1>()` removed"][0]
+    check("wgmma::wait<1>" not in apply_mutant(TOY_ASYNC, removed) and "  \n" in apply_mutant(TOY_ASYNC, removed),
+          "the qualifier goes with the removed wait")
+    # Instrumentation (#ifdef FLASHCHECK_PERTURB, the #else of #ifndef) is left alone; the normal
+    # build's branches are mutated.
+    ror = sorted(m.description + "@" + str(m.line) for m in by_op.get("ROR", []))
+    check([r.split("@")[1] for r in ror] == ["16", "19", "2"], "ROR only on lines 2, 16, 19: %s" % ror)
+    check("COND" not in by_op, "no COND inside #ifdef FLASHCHECK_PERTURB: %s" % by_op.get("COND"))
+
+
+def selftest(flashcheck_build=None):
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+            print("FAIL:", what)
+
+    tmp = tempfile.mkdtemp(prefix="mutate-selftest-")
+    try:
+        os.makedirs(os.path.join(tmp, "toy"))
+        with open(os.path.join(tmp, "toy", "k.cu"), "w") as f:
+            f.write(TOY_KERNEL)
+        with open(os.path.join(tmp, "toy", "util.h"), "w") as f:
+            f.write("#pragma once\n// nothing to mutate: a < b\n")
+        ms = enumerate_mutants(tmp, "toy", ops=list(OPERATORS))
+        by_op = {}
+        for m in ms:
+            by_op.setdefault(m.op, []).append(m)
+        # Comments, strings, preprocessor lines and static_assert are never touched.
+        for m in ms:
+            line = TOY_KERNEL.split("\n")[m.line - 1]
+            check(not line.lstrip().startswith(("//", "/*", "#", "static_assert")), "mutant on an excluded line: %s" % m.description)
+            check(m.line != 7 or m.op in ("RND",), "mutant inside the string literal on line 7: %s %s" % (m.op, m.description))
+        expected = {"ROR": 2, "NEG": 2, "LOG": 1, "BND": 2, "OBO": 2, "SYNC": 1, "WAIT": 2, "COMMIT": 1, "RND": 2,
+                    "MAXMIN": 1, "MUL": 2, "ADDR": 1, "DIV": 1, "SWZ": 1, "MASK": 1, "SHIFT": 1, "IDX": 2, "INF": 1, "COND": 2}
+        for op, n in expected.items():
+            check(len(by_op.get(op, [])) == n, "%s: expected %d mutants, got %d: %s" %
+                  (op, n, len(by_op.get(op, [])), [m.description for m in by_op.get(op, [])]))
+        check(set(by_op) <= set(expected), "unexpected operators: %s" % (set(by_op) - set(expected)))
+        # Each mutant is one small change: its diff removes and adds exactly one line.
+        for m in ms:
+            body = m.diff.splitlines()[2:]
+            minus = [l for l in body if l.startswith("-")]
+            plus = [l for l in body if l.startswith("+")]
+            check(len(minus) == 1 and len(plus) == 1, "%s changes more than one line:\n%s" % (m.id, m.diff))
+        descs = {m.op + ":" + m.description for m in ms}
+        for want in ("ROR:`<` -> `<=`", "WAIT:`cp_async_wait<1>` -> `cp_async_wait<2>` (shallower)",
+                     "RND:PTX `cvt.rn` -> `cvt.rz` (truncates)", "INF:`-INFINITY` -> `-2^30`",
+                     "BND:bound `< n` -> `< n - 1`", "SWZ:` ^ (i & 7)` dropped", "MUL:`f[1] *= f[4];` removed",
+                     "MAXMIN:`fmaxf` -> `fminf`", "DIV:` / n` dropped"):
+            check(want in descs, "missing mutant %s" % want)
+        rnd = [m for m in ms if m.op == "RND" and "__floats2bfloat162_rn" in m.description][0]
+        check("__halves2bfloat162(__float2bfloat16_rz(f[0]), __float2bfloat16_rz(f[1]))" in apply_mutant(TOY_KERNEL, rnd),
+              "pair conversion rewritten as two truncations")
+        # Ids are unique and stable: an edit elsewhere in the file changes none of them.
+        ids = [m.id for m in ms]
+        check(len(ids) == len(set(ids)), "duplicate ids")
+        with open(os.path.join(tmp, "toy", "k.cu"), "w") as f:
+            f.write("// a new first line\n\n" + TOY_KERNEL)
+        ms2 = enumerate_mutants(tmp, "toy", ops=list(OPERATORS))
+        check(sorted(ids) == sorted(m.id for m in ms2), "ids changed after an unrelated edit")
+        check(all(a.line + 2 == b.line for a, b in zip(sorted(ms, key=lambda m: m.id), sorted(ms2, key=lambda m: m.id))),
+              "lines follow the edit")
+        # Sampling is by id: the same seed picks the same mutants after the edit.
+        s1 = [m.id for m in enumerate_mutants(tmp, "toy", sample=5, sample_seed=3)]
+        with open(os.path.join(tmp, "toy", "k.cu"), "w") as f:
+            f.write(TOY_KERNEL)
+        s2 = [m.id for m in enumerate_mutants(tmp, "toy", sample=5, sample_seed=3)]
+        check(sorted(s1) == sorted(s2) and len(s1) == 5, "sample not stable")
+        # apply: the mutated copy differs in exactly the described place.
+        m = [x for x in ms if x.op == "SYNC"][0]
+        out = apply_mutant(TOY_KERNEL, m)
+        check(out.count("__syncthreads();") == TOY_KERNEL.count("__syncthreads();") - 1, "SYNC apply")
+        # run + report on fabricated builds: shell scripts stand in for mutant binaries.
+        work = os.path.join(tmp, "work")
+        ns = argparse.Namespace(kernel_dir="toy", also=[])
+        save_catalogue(work, ms[:7], ns)
+        behaviours = ["exit 1", "exit 0", "exit 0", "exit 125", "sleep 30", "kill -SEGV $$", None]
+        for m, beh in zip(ms[:7], behaviours):
+            d = os.path.join(work, m.id)
+            os.makedirs(d)
+            if beh is None:
+                write_json(os.path.join(d, "build.json"), {"id": m.id, "status": "build_failed", "seconds": 0})
+                continue
+            exe = os.path.join(d, "fakebin")
+            with open(exe, "w") as f:
+                f.write("#!/bin/bash\n%s\n" % beh)
+            os.chmod(exe, 0o755)
+            write_json(os.path.join(d, "build.json"), {"id": m.id, "status": "built", "seconds": 0.1, "binary": "fakebin"})
+        env = check_env(1)
+        for m in ms[:6]:
+            run_one(m.id, os.path.join(work, m.id), ["{bin}"], 2, env)
+        status = [read_json(os.path.join(work, m.id, "result.json"))["status"] for m in ms[:6]]
+        check(status == ["killed", "survived", "survived", "untestable", "killed", "killed"], "run statuses %s" % status)
+        check("timeout" in read_json(os.path.join(work, ms[4].id, "result.json"))["killed_by"], "timeout named")
+        eq_path = os.path.join(tmp, "equivalent.txt")
+        with open(eq_path, "w") as f:
+            f.write("# id reason\n%s the change is dead code\n" % ms[2].id)
+        rep = compute_report(work, read_equivalent(eq_path))
+        s = rep["summary"]
+        check((s["killed"], s["survived"], s["equivalent"], s["untestable"], s["stillborn"]) == (3, 2, 1, 1, 1),
+              "report counts %s" % s)
+        check(abs(s["score"] - 3 / 4) < 1e-12, "score = 3 / (5 - 1), got %s" % s["score"])
+        check([x["id"] for x in rep["survivors"]] == [ms[1].id], "survivors %s" % rep["survivors"])
+        import io
+        buf = io.StringIO()
+        print_report(rep, out=buf)
+        check("3 / 4 = 75.0%" in buf.getvalue() and ms[1].id in buf.getvalue(), "printed report:\n" + buf.getvalue())
+        selftest_async(tmp, check)
+        # build: a toy CMake project where the "kernel" is one library object; the mutants relink
+        # the executable with only their object recompiled.
+        if shutil.which("cmake") and shutil.which("cc"):
+            selftest_build(tmp, check)
+        else:
+            print("skip: build self-test needs cmake and cc")
+        if flashcheck_build:
+            selftest_plugin(tmp, check, flashcheck_build)
+        else:
+            print("skip: plugin-module self-test needs --flashcheck BUILD (a flashcheck build dir with compile commands)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("selftest: %s (%d failure%s)" % ("FAILED" if failures else "ok", len(failures), "" if len(failures) == 1 else "s"))
+    return 1 if failures else 0
+
+
+def selftest_plugin(tmp, check, build):
+    """--plugin on the host kernel folder gpu/plugin/host_module: its mutants become modules that an
+    unmutated flashcheck loads; the unmutated module passes a CPU campaign and a real fault dies."""
+    root = os.path.realpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+    fc = os.path.join(build, "flashcheck")
+    if not os.path.exists(fc):
+        check(False, "plugin self-test: %s not built" % fc)
+        return
+    kd = "gpu/plugin/host_module"
+    ms = enumerate_mutants(root, kd, ops=["ROR", "DIV", "MAXMIN"])
+    # DIV: `h / group` -> `h` reads KV head h instead of h / group: wrong for every GQA problem (and
+    # out of bounds past heads_kv), so a 40-case CPU campaign must kill it.
+    want = [m for m in ms if m.op == "DIV" and "/ group" in m.description]
+    check(len(want) == 1, "host_module: one DIV mutant of `h / group`, got %s" % [m.description for m in ms])
+    if not want:
+        return
+    work = os.path.join(tmp, "pwork")
+    args = argparse.Namespace(plugin=True, base=build, kernel_dir=kd, work=work, plugin_arch="90a",
+                              plugin_suffix=".mutant", cudart="shared", jobs=2, check=["x"], baseline=None,
+                              perturb=False, target="flashcheck")
+    plan = make_plan(root, args)
+    check(os.path.basename(args.baseline) == "host_module.so" and os.path.exists(args.baseline),
+          "the unmutated module is the baseline: %s" % args.baseline)
+    check({os.path.basename(t["file"]) for t in plan.tus} == {"host_attention.cpp", "register.cpp"},
+          "module TUs %s" % [t["file"] for t in plan.tus])
+    r = build_one(plan, want[0], work, kd, [])
+    check(r["status"] == "built", "the DIV module builds: %s" % r.get("why", r))
+    lib = os.path.join(work, want[0].id, "host_module.so")
+    nm = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout.split()
+    check("flashcheck_get_kernel" in nm and not any("registered_kernels" in x for x in nm),
+          "a module exports the entry point alone: %s" % nm)
+    cmd = ("%s run --plugin {bin} --kernel host_attention.mutant --cases 40 --seed 3 --max-seq 96 --no-shrink --fail-fast"
+           % shlex.quote(fc))
+    env = check_env(1)
+    v, rc, _, tail = run_check(cmd.replace("{bin}", shlex.quote(args.baseline)), 300, env)
+    check(v == "pass", "the unmutated module passes a CPU campaign (rc=%s):\n%s" % (rc, tail[-1500:]))
+    res = run_one(want[0].id, os.path.join(work, want[0].id), [cmd], 300, env)
+    check(res["status"] == "killed" and res["checks"][0]["rc"] == 1,
+          "the GQA fault is killed by the campaign: %s" % {k: res[k] for k in ("status", "checks")})
+
+
+def selftest_build(tmp, check):
+    proj = os.path.join(tmp, "proj")
+    os.makedirs(os.path.join(proj, "kern"))
+    os.makedirs(os.path.join(proj, "app"))
+    with open(os.path.join(proj, "CMakeLists.txt"), "w") as f:
+        f.write("cmake_minimum_required(VERSION 3.16)\nproject(toy C)\n"
+                "add_library(kern STATIC kern/k.c app/other.c)\n"
+                "target_include_directories(kern PUBLIC ${PROJECT_SOURCE_DIR})\n"
+                "add_executable(toy app/main.c)\ntarget_link_libraries(toy PRIVATE kern)\n")
+    with open(os.path.join(proj, "kern", "k.h"), "w") as f:
+        f.write("#pragma once\nstatic inline int limit(void) { return 10; }\nint count(int n);\n")
+    with open(os.path.join(proj, "kern", "k.c"), "w") as f:
+        f.write('#include "kern/k.h"\nint count(int n) {\n  int c = 0;\n  for (int i = 0; i < n; ++i) c += i < limit();\n  return c;\n}\n')
+    with open(os.path.join(proj, "app", "other.c"), "w") as f:
+        f.write("int other(void) { return 7; }\n")
+    with open(os.path.join(proj, "app", "main.c"), "w") as f:
+        f.write('#include <stdio.h>\n#include "kern/k.h"\nint other(void);\n'
+                'int main(void) { printf("%d %d\\n", count(12), other()); return 0; }\n')
+    base = os.path.join(tmp, "base")
+    q = dict(stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    if subprocess.call(["cmake", "-S", proj, "-B", base, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"], **q) or \
+            subprocess.call(["cmake", "--build", base, "--target", "toy"], **q):
+        check(False, "toy base build")
+        return
+    plan = plan_build(proj, base, "toy", "kern")
+    check([os.path.basename(t["file"]) for t in plan.tus] == ["k.c"], "only the kernel's TU is rebuilt")
+    ms = enumerate_mutants(proj, "kern", ops=["ROR", "OBO"])
+    work = os.path.join(tmp, "bwork")
+    results = {m.id: build_one(plan, m, work, "kern", []) for m in ms}
+    check(all(r["status"] == "built" for r in results.values()), "toy mutants build: %s" % results)
+    outputs = []
+    for m in ms:
+        exe = os.path.join(work, m.id, "toy")
+        outputs.append(subprocess.run([exe], capture_output=True, text=True).stdout.strip())
+        left = sorted(os.listdir(os.path.join(work, m.id)))
+        check(left == ["build.json", "build.log", "diff.patch", "toy"], "only the binary and logs are kept: %s" % left)
+    # The base prints "10 7". `i < n` -> `i <= n` adds i = 12, which is not < 10: still "10 7" (an
+    # equivalent mutant); `i < limit()` -> `i <= limit()` counts 11. other.c is not rebuilt: "7".
+    check(sorted(outputs) == ["10 7", "11 7"], "mutant outputs %s" % outputs)
+    check(subprocess.run([os.path.join(base, "toy")], capture_output=True, text=True).stdout.strip() == "10 7",
+          "the base binary is untouched")

@@ -1,0 +1,64 @@
+#include "verify/report_junit.h"
+
+#include "verify/untrusted_text.h"
+
+namespace flashcheck {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& xs) {
+  std::string s;
+  for (const std::string& x : xs) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+}  // namespace
+
+JunitSuite check_junit(const Report& r, const std::string& file) {
+  JunitSuite suite;
+  suite.name = "check " + printable_line(file);
+  suite.properties = {{"problem", to_string(r.problem)}, {"rows_checked", std::to_string(r.rows_checked)}};
+  const Report shown = printable_report(r);
+  suite.out = to_text(shown);
+  for (const Criterion& c : shown.criteria) {
+    JunitCase t;
+    t.classname = "flashcheck.check";
+    t.name = c.name;
+    const CriterionStatus status = status_of(c);
+    const std::string said = std::string(status_text(status)) + ": " + comparison_text(c) + (c.detail.empty() ? "" : " (" + c.detail + ")");
+    if (!c.pass) {
+      t.outcome = JunitCase::Outcome::failed;
+      t.type = c.name;
+      t.message = comparison_text(c) + "; reproduce: " + shown.repro;
+      t.detail = said + "\nreproduce: " + shown.repro + "\n";
+    } else if (status == CriterionStatus::not_computed) {
+      t.outcome = JunitCase::Outcome::skipped;  // nothing was measured: never reported as a pass
+      t.message = said;
+    } else {
+      t.out = said;
+    }
+    suite.cases.push_back(std::move(t));
+  }
+  return suite;
+}
+
+JunitCase report_case(const Report& r, const std::string& classname, const std::string& name, const std::string& reproduce,
+                      const std::string& flaky_note) {
+  JunitCase t;
+  t.classname = classname;
+  t.name = name;
+  Report shown = printable_report(r);
+  if (!flaky_note.empty()) shown.repro.clear();  // a flaky failure's command may pass: never a plain reproduce line
+  if (r.pass()) {
+    t.out = to_text(shown);
+    return t;
+  }
+  t.outcome = JunitCase::Outcome::failed;
+  t.type = joined(r.failed());
+  const std::string line = printable_line(reproduce);
+  t.message = t.type + "; " + (flaky_note.empty() ? "reproduce: " + line : printable_line(flaky_note) + ": " + line);
+  t.detail = to_text(shown);
+  return t;
+}
+
+}  // namespace flashcheck
