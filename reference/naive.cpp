@@ -51,18 +51,22 @@ __attribute__((target("avx2"))) __m256d _ZGVdN4v_exp(__m256d);
 __attribute__((target("avx512f"))) __m512d _ZGVeN8v_exp(__m512d);
 }
 
-// The row steps of the softmax, one set per vector width. NaN scores never win the max
-// (max(x, m) returns m when x is NaN) and are reported separately.
+// The row steps of the softmax, one set per vector width. row_max also applies the softmax scale
+// (s = rd(dot · scale), in place): the pass that finds the max reads every score anyway, so the
+// scale costs no pass of its own. NaN scores never win the max (max(x, m) returns m when x is
+// NaN) and are reported separately.
 struct RowMax {
   double m;
   bool nan;
 };
 
-RowMax row_max_sse2(const double* s, int64_t n) {
+RowMax row_max_sse2(double* s, int64_t n, double scale) {
   __m128d vm = _mm_set1_pd(kNegInf), bad = _mm_setzero_pd();
+  const __m128d vs = _mm_set1_pd(scale);
   int64_t j = 0;
   for (; j + 2 <= n; j += 2) {
-    const __m128d x = _mm_loadu_pd(s + j);
+    const __m128d x = _mm_mul_pd(_mm_loadu_pd(s + j), vs);
+    _mm_storeu_pd(s + j, x);
     bad = _mm_or_pd(bad, _mm_cmpunord_pd(x, x));
     vm = _mm_max_pd(x, vm);
   }
@@ -70,6 +74,7 @@ RowMax row_max_sse2(const double* s, int64_t n) {
   _mm_storeu_pd(lanes, vm);
   RowMax r{std::max(lanes[0], lanes[1]), _mm_movemask_pd(bad) != 0};
   for (; j < n; ++j) {
+    s[j] *= scale;
     r.nan |= std::isnan(s[j]);
     r.m = std::max(r.m, s[j]);
   }
@@ -93,11 +98,13 @@ double exp_sum_sse2(double* s, int64_t n, double m) {
   return l;
 }
 
-__attribute__((target("avx2"))) RowMax row_max_avx2(const double* s, int64_t n) {
+__attribute__((target("avx2"))) RowMax row_max_avx2(double* s, int64_t n, double scale) {
   __m256d vm = _mm256_set1_pd(kNegInf), bad = _mm256_setzero_pd();
+  const __m256d vs = _mm256_set1_pd(scale);
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const __m256d x = _mm256_loadu_pd(s + j);
+    const __m256d x = _mm256_mul_pd(_mm256_loadu_pd(s + j), vs);
+    _mm256_storeu_pd(s + j, x);
     bad = _mm256_or_pd(bad, _mm256_cmp_pd(x, x, _CMP_UNORD_Q));
     vm = _mm256_max_pd(x, vm);
   }
@@ -105,6 +112,7 @@ __attribute__((target("avx2"))) RowMax row_max_avx2(const double* s, int64_t n) 
   _mm256_storeu_pd(lanes, vm);
   RowMax r{std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3])), _mm256_movemask_pd(bad) != 0};
   for (; j < n; ++j) {
+    s[j] *= scale;
     r.nan |= std::isnan(s[j]);
     r.m = std::max(r.m, s[j]);
   }
@@ -127,12 +135,14 @@ __attribute__((target("avx2"))) double exp_sum_avx2(double* s, int64_t n, double
   return l;
 }
 
-__attribute__((target("avx512f"))) RowMax row_max_avx512(const double* s, int64_t n) {
+__attribute__((target("avx512f"))) RowMax row_max_avx512(double* s, int64_t n, double scale) {
   __m512d vm = _mm512_set1_pd(kNegInf);
+  const __m512d vs = _mm512_set1_pd(scale);
   __mmask8 bad = 0;
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
-    const __m512d x = _mm512_loadu_pd(s + j);
+    const __m512d x = _mm512_mul_pd(_mm512_loadu_pd(s + j), vs);
+    _mm512_storeu_pd(s + j, x);
     bad |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
     vm = _mm512_mask_max_pd(vm, 0xff, x, vm);  // = max(x, vm); GCC 12's unmasked form warns
   }
@@ -141,6 +151,7 @@ __attribute__((target("avx512f"))) RowMax row_max_avx512(const double* s, int64_
   _mm512_storeu_pd(lanes, vm);
   RowMax r{*std::max_element(lanes, lanes + 8), bad != 0};
   for (; j < n; ++j) {
+    s[j] *= scale;
     r.nan |= std::isnan(s[j]);
     r.m = std::max(r.m, s[j]);
   }
@@ -165,7 +176,7 @@ __attribute__((target("avx512f"))) double exp_sum_avx512(double* s, int64_t n, d
 
 struct RowKernels {
   const char* name;
-  RowMax (*row_max)(const double*, int64_t);
+  RowMax (*row_max)(double*, int64_t, double);  // scales the row in place, then its max
   double (*exp_sum)(double*, int64_t, double);
 };
 
@@ -270,10 +281,12 @@ double softmax_row(const RowKernels& rk, double* s, int64_t row, KeyRange vis, i
     return 0.0;
   }
   double* const x = s + (vis.lo - c0);
-  for (int64_t j = 0; j < n; ++j) x[j] *= mods.scale;
-  if (mods.any())
-    for (int64_t j = 0; j < n; ++j) x[j] = mods.cap(x[j]) + mods.bias(row, vis.lo + j);
-  const RowMax mx = rk.row_max(x, n);
+  double scale = mods.scale;
+  if (mods.any()) {  // the modifiers take the scaled score; row_max then only finds the max
+    for (int64_t j = 0; j < n; ++j) x[j] = mods.cap(x[j] * scale) + mods.bias(row, vis.lo + j);
+    scale = 1;
+  }
+  const RowMax mx = rk.row_max(x, n, scale);
   // The sink joins the max too: a sink far above every score would otherwise overflow exp.
   const double m = std::max(mx.m, mods.sink);
   if (mx.nan || mx.m == kNegInf || m == std::numeric_limits<double>::infinity()) {
