@@ -12,7 +12,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from setuptools import Command, setup
+from setuptools import Command, Distribution, setup
 from setuptools.command.build import build
 
 try:  # setuptools >= 70.1 has its own; Debian 12's setuptools takes it from the wheel package
@@ -52,17 +52,21 @@ class build_with_native(build):
     sub_commands = build.sub_commands + [("build_native", None)]
 
 
-class platform_wheel(bdist_wheel):
-    """The wheel holds machine code but no Python extension: any Python 3, this platform only."""
+class with_machine_code(Distribution):
+    """The package carries machine code: installed as platform files (platlib), in a platform wheel."""
 
-    def finalize_options(self):
-        super().finalize_options()
-        self.root_is_pure = False
+    def has_ext_modules(self):
+        return True
+
+
+class platform_wheel(bdist_wheel):
+    """Machine code but no Python extension: any Python 3, this platform only."""
 
     def get_tag(self):
         return ("py3", "none", super().get_tag()[2])
 
 
 # build_base: the default, build/, is the README's CMake build directory.
-setup(cmdclass={"build": build_with_native, "build_native": build_native, "bdist_wheel": platform_wheel},
+setup(distclass=with_machine_code,
+      cmdclass={"build": build_with_native, "build_native": build_native, "bdist_wheel": platform_wheel},
       options={"build": {"build_base": "build-python"}})
