@@ -1,8 +1,9 @@
 """ctypes bindings of libflashcheck.so (capi/flashcheck.h). Nothing here is compiled against Python:
 any Python 3 with ctypes loads it.
 
-The library is looked up in $FLASHCHECK_LIB, then in the repository's build directory (build/, as
-the README's commands make it), then wherever the dynamic loader finds `libflashcheck`.
+The library is looked up in $FLASHCHECK_LIB, then beside this package (_native/, where an installed
+wheel carries the one built with it), then in the repository's build directory (build/, as the
+README's commands make it), then wherever the dynamic loader finds `libflashcheck`.
 """
 import ctypes
 import ctypes.util
@@ -172,20 +173,25 @@ _lock = threading.Lock()
 
 
 def _find():
-    """The library's path: $FLASHCHECK_LIB, the checkout's build/, or what the loader knows."""
+    """The library's path: $FLASHCHECK_LIB, the installed package's, the checkout's build/, or what
+    the loader knows."""
     env = os.environ.get("FLASHCHECK_LIB")
     if env:
         if not Path(env).is_file():
             raise OSError(f"flashcheck: FLASHCHECK_LIB={env} is not a file")
         return env
+    bundled = Path(__file__).resolve().parent / "_native" / "libflashcheck.so"
+    if bundled.is_file():
+        return str(bundled)
     built = Path(__file__).resolve().parent.parent.parent / "build" / "libflashcheck.so"
     if built.is_file():
         return str(built)
     system = ctypes.util.find_library("flashcheck")
     if system:
         return system
-    raise OSError(f"flashcheck: libflashcheck.so not found (FLASHCHECK_LIB unset, no {built}, none the loader "
-                  "knows). Build it with `cmake -S . -B build && cmake --build build -j2` or set FLASHCHECK_LIB.")
+    raise OSError(f"flashcheck: libflashcheck.so not found (FLASHCHECK_LIB unset, no {bundled}, no {built}, none "
+                  "the loader knows). Install the package with `pip install --no-build-isolation .`, build it with "
+                  "`cmake -S . -B build && cmake --build build -j2`, or set FLASHCHECK_LIB.")
 
 
 def lib():
