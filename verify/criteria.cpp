@@ -457,6 +457,8 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
       : std::isinf(blimit) ? "reported only: the same-dtype eager baseline overflowed, so the rule does not apply"
       : ref.flash_baseline.empty()
           ? "max|o-r| against k*max|baseline-r| + atol*max|r| (same-dtype eager baseline)"
+          : is_fp8(p.dtype)
+          ? "max|o-r| against k*max|baseline-r| + atol*max|r| (baseline: the worse of eager and FlashAttention with P in fp8)"
           : "max|o-r| against k*max|baseline-r| + atol*max|r| (baseline: the worse of eager fp32 and fp32 FlashAttention)");
 
   // The rounding criteria are statistics over the significant elements, and a statistic needs
