@@ -87,6 +87,13 @@ p = run("list", "--plugin", EXAMPLE)
 check(p.returncode == 0 and "variants: window softcap alibi(symmetric,signed; slopes per batch) sinks seqused paged(any page size)"
       in p.stdout and "layouts bhsd,bshd,thd" in p.stdout, "list: the declared variants are not shown", p)
 
+# A correct fp8 kernel where V's values cancel: P's fp8 rounding is most of O, and only a baseline
+# that rounds P the same way tells it from a bug (verify/TOLERANCE.md, session 7; it failed before).
+p = run("run", "--kernel", "replica", "--problem", "b=1 hq=1 hkv=1 sq=1 skv=2 dqk=16 dv=16 causal=bottom_right "
+        "dtype=e4m3 alibi=symmetric layout=thd page=5 pages=shuffled odtype=bf16 descale=tensor",
+        "--dist", "constant_rows", "--input-seed", "1060415485704555654")
+check(p.returncode == 0, "a correct e4m3 replica on cancelling values: false alarm", p)
+
 # 3. Broken variant kernels: failed by their criterion (exit 1), the failure re-run and reproduced.
 WINDOW = "b=2 hq=4 hkv=2 sq=37 skv=45 dqk=32 dv=32 causal=none dtype=bf16 window=5,3"
 PAGED = "b=2 hq=2 hkv=1 sq=9 skv=23,40 dqk=32 dv=32 causal=bottom_right dtype=bf16 page=7 pages=shuffled"
