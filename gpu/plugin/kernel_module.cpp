@@ -16,13 +16,18 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdint>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gpu/kernel.h"
 #include "gpu/plugin/flashcheck_plugin.h"
+#ifdef FC_MODULE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #ifndef FC_MODULE_SUFFIX
 #define FC_MODULE_SUFFIX ".module"
@@ -213,11 +218,48 @@ int supports2_at(const fc_problem2* f) {
   return I < e.size() && computes(*e[I].def, from_fc2(*f, nullptr)) ? 1 : 0;
 }
 
+// A device kernel's side tensors live in device memory (the ABI hands every tensor in the kernel's
+// memory), but the Problem is built on the host from the lengths in them: the int32 ones are read
+// through host copies. A module built without CUDA (FC_MODULE_CUDA unset) cannot read them, and
+// says so rather than dereferencing a device pointer.
+struct HostSideTensors {
+  std::vector<int32_t> cu_q, cu_kv, used, cache, table;
+  fc_forward_args args{};
+};
+
+void copy_to_host([[maybe_unused]] std::vector<int32_t>& dst, const int32_t*& p, int64_t n) {
+  if (!p || n <= 0) return;
+#ifdef FC_MODULE_CUDA
+  dst.resize(static_cast<size_t>(n));
+  const cudaError_t e = cudaMemcpy(dst.data(), p, dst.size() * sizeof(int32_t), cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("kernel_module: reading a side tensor from the device: ") + cudaGetErrorString(e));
+  p = dst.data();
+#else
+  throw std::invalid_argument("kernel_module: this module was built without CUDA and cannot read a device kernel's "
+                              "cu_seqlens, seqused_kv or cache tensors (build it with FC_MODULE_CUDA)");
+#endif
+}
+
+const fc_forward_args* host_readable(const fc_problem2& f, const fc_forward_args& a, HostSideTensors& h) {
+  h.args = a;
+  const int64_t B = f.batch;
+  if (f.varlen) copy_to_host(h.cu_q, h.args.cu_seqlens_q, B + 1);
+  if (f.varlen && f.page_size <= 0) copy_to_host(h.cu_kv, h.args.cu_seqlens_kv, B + 1);
+  if (f.has_seqused_kv) copy_to_host(h.used, h.args.seqused_kv, B);
+  if (f.page_size > 0) {
+    copy_to_host(h.cache, h.args.cache_seqlens, B);
+    copy_to_host(h.table, h.args.block_table, B * f.max_pages_per_seq);
+  }
+  return &h.args;
+}
+
 template <size_t I>
 int forward2_at(const fc_problem2* f, const fc_forward_args* a) {
   return guarded([&] {
     const KernelDef& d = *exported().at(I).def;
-    const Problem p = from_fc2(*f, a);
+    HostSideTensors host;
+    const Problem p = from_fc2(*f, d.caps.memory == Memory::device ? host_readable(*f, *a, host) : a);
     if (auto why = d.caps.refusal(p)) throw std::invalid_argument("a problem outside the kernel's declared space: " + *why);
     if (d.launch2) {
       d.launch2(p, args_of(*f, *a));
