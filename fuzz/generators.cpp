@@ -32,6 +32,19 @@ constexpr std::pair<int64_t, int64_t> kResiduePairs[] = {
 
 int64_t mod(int64_t x, int64_t m) { return ((x % m) + m) % m; }
 
+// The declared pairs a space can draw: both dims listed (when a list is given), Dv <= Dqk, and
+// Dv = Dqk where the space allows nothing else. Empty when the space declares no pairs.
+std::vector<std::pair<int64_t, int64_t>> drawable_pairs(const ProblemSpace& s) {
+  auto listed = [&](int64_t d) {
+    if (s.head_dims.empty()) return d >= 1 && d <= s.max_head_dim;
+    return std::find(s.head_dims.begin(), s.head_dims.end(), d) != s.head_dims.end();
+  };
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (auto [qk, v] : s.head_dim_pairs)
+    if (listed(qk) && listed(v) && v <= qk && (s.allow_dv_ne_dqk || v == qk)) out.emplace_back(qk, v);
+  return out;
+}
+
 void check_space(const ProblemSpace& s) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("ProblemSpace." + what); };
   if (s.head_dims.empty() && s.max_head_dim < 1) bad("max_head_dim must be >= 1 when no head dims are listed");
@@ -44,6 +57,9 @@ void check_space(const ProblemSpace& s) {
   if (s.alibi_per_batch && s.alibi.empty()) bad("alibi_per_batch without any ALiBi form");
   for (DType d : s.out_dtypes)
     if (d != DType::bf16 && d != DType::f16) bad("out_dtypes holds " + std::string(to_string(d)) + "; fp8 outputs are bf16 or f16");
+  if (!s.head_dim_pairs.empty() && drawable_pairs(s).empty())
+    bad("head_dim_pairs holds no pair (Dqk, Dv) with both dims in head_dims, Dv <= Dqk" +
+        std::string(s.allow_dv_ne_dqk ? "" : " and Dv = Dqk (allow_dv_ne_dqk is false)"));
 }
 
 void check_tiles(const ProblemSpace& s) {
@@ -170,7 +186,30 @@ int64_t any_head_dim(int64_t at_most) {
 }
 
 int64_t draw_head_dim(const ProblemSpace& s) {
+  if (!s.head_dim_pairs.empty()) {
+    std::vector<int64_t> dqk;
+    for (auto [qk, v] : drawable_pairs(s))
+      if (std::find(dqk.begin(), dqk.end(), qk) == dqk.end()) dqk.push_back(qk);
+    return *rc::gen::elementOf(dqk);
+  }
   return s.head_dims.empty() ? any_head_dim(s.max_head_dim) : *rc::gen::elementOf(s.head_dims);
+}
+
+// Dv for a drawn Dqk: one of Dqk's declared pairs; else Dqk, or a quarter of the time (where the
+// space allows it) a smaller one.
+int64_t draw_head_dim_v(const ProblemSpace& s, int64_t dqk) {
+  if (!s.head_dim_pairs.empty()) {
+    std::vector<int64_t> dv;
+    for (auto [qk, v] : drawable_pairs(s))
+      if (qk == dqk) dv.push_back(v);
+    return dv.size() == 1 ? dv.front() : *rc::gen::elementOf(dv);
+  }
+  if (!s.allow_dv_ne_dqk || *rc::gen::inRange(0, 4) != 0) return dqk;
+  if (s.head_dims.empty()) return any_head_dim(dqk);
+  std::vector<int64_t> smaller;
+  for (int64_t d : s.head_dims)
+    if (d <= dqk) smaller.push_back(d);
+  return *rc::gen::elementOf(smaller);
 }
 
 // ---- Variants (problem model 2) ----
@@ -388,17 +427,7 @@ rc::Gen<Problem> gen_problem(const ProblemSpace& s) {
       std::tie(p.seq_q, p.seq_kv) = legacy_lengths(s.max_seq);
       p.head_dim_qk = draw_head_dim(s);
     }
-    p.head_dim_v = p.head_dim_qk;
-    if (s.allow_dv_ne_dqk && *rc::gen::inRange(0, 4) == 0) {
-      if (s.head_dims.empty()) {
-        p.head_dim_v = any_head_dim(p.head_dim_qk);
-      } else {
-        std::vector<int64_t> smaller;
-        for (int64_t d : s.head_dims)
-          if (d <= p.head_dim_qk) smaller.push_back(d);
-        p.head_dim_v = *rc::gen::elementOf(smaller);
-      }
-    }
+    p.head_dim_v = draw_head_dim_v(s, p.head_dim_qk);
     p.heads_kv = *rc::gen::inRange<int64_t>(1, s.max_heads_kv + 1);
     p.heads_q = p.heads_kv * *rc::gen::inRange<int64_t>(1, s.max_group + 1);
     p.batch = *rc::gen::inRange<int64_t>(1, s.max_batch + 1);

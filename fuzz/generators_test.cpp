@@ -90,6 +90,12 @@ std::vector<Table> tables() {
   ProblemSpace any_dim;
   any_dim.head_dims.clear();
   t.push_back({"any head dim", any_dim});
+  // wgmma_f16's compiled (Dqk, Dv) pairs: no other pair is drawn (issue #21 item 7).
+  ProblemSpace pairs;
+  pairs.dtypes = {DType::bf16, DType::f16};
+  pairs.head_dims = {64, 128, 192, 256};
+  pairs.head_dim_pairs = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
+  t.push_back({"declared pairs", pairs});
   return t;
 }
 
@@ -192,6 +198,10 @@ TEST(Generators, CasesStayInsideTheirSpace) {
         EXPECT_NE(std::find(s.causals.begin(), s.causals.end(), p.causal), s.causals.end());
         if (!s.allow_dv_ne_dqk) {
           EXPECT_EQ(p.head_dim_v, p.head_dim_qk);
+        }
+        if (!s.head_dim_pairs.empty()) {
+          const std::pair<int64_t, int64_t> drawn{p.head_dim_qk, p.head_dim_v};
+          EXPECT_NE(std::find(s.head_dim_pairs.begin(), s.head_dim_pairs.end(), drawn), s.head_dim_pairs.end());
         }
         EXPECT_LE(p.heads_q / p.heads_kv, s.max_group);
         // Variants only where allowed.
@@ -397,6 +407,10 @@ TEST(Generators, BadVariantSpacesAreNamed) {
   s = {};
   s.max_varlen_batch = 0;
   refused(s, "max_varlen_batch");
+  s = {};
+  s.head_dims = {64, 128};
+  s.head_dim_pairs = {{192, 128}};  // 192 is not a listed head dim: nothing could be drawn
+  refused(s, "head_dim_pairs");
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
     if (opt.dtypes.empty() || std::find(opt.dtypes.begin(), opt.dtypes.end(), d) != opt.dtypes.end()) s.dtypes.push_back(d);
   s.causals = caps.causals;
   s.allow_dv_ne_dqk = caps.dv_ne_dqk;
+  s.head_dim_pairs = caps.head_dim_pairs;
   if (!caps.gqa) s.max_group = 1;
   s.max_work = opt.max_work;
   // Problem model 2: the variants the kernel declares, less those the run leaves out (--variants),
