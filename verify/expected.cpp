@@ -88,11 +88,13 @@ std::vector<std::vector<int64_t>> suspect_rows(const Problem& p, std::span<const
   const int64_t dv = p.head_dim_v;
   const DType odt = p.o_dtype();
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(p.batch));
-#pragma omp parallel for schedule(dynamic, 1)
   for (int64_t b = 0; b < p.batch; ++b) {
     std::vector<char> flag(static_cast<size_t>(seqs.sq(b)), 0);
-    for (int64_t h = 0; h < p.heads_q; ++h)
-      for (int64_t i = 0; i < seqs.sq(b); ++i) {
+    // Over rows, each flagged by its own iteration: one long sequence of one head is still spread
+    // over every thread (a --big output holds 2^31 elements).
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < seqs.sq(b); ++i)
+      for (int64_t h = 0; h < p.heads_q; ++h) {
         const int64_t at = seqs.lse_at(b, h, i);
         const float* row = o.data() + at * dv;
         const bool sees = !visible_range(p, b, i).empty();
