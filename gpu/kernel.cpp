@@ -26,8 +26,8 @@ KernelRegistrar::KernelRegistrar(KernelDef def) {
 std::optional<std::string> Capabilities::refusal(const Problem& p) const {
   auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
   if (!has(dtypes, p.dtype)) return "dtype " + std::string(to_string(p.dtype));
-  if (!has(head_dims, p.head_dim_qk)) return "head_dim_qk " + std::to_string(p.head_dim_qk);
-  if (!has(head_dims, p.head_dim_v)) return "head_dim_v " + std::to_string(p.head_dim_v);
+  if (!head_dims.empty() && !has(head_dims, p.head_dim_qk)) return "head_dim_qk " + std::to_string(p.head_dim_qk);
+  if (!head_dims.empty() && !has(head_dims, p.head_dim_v)) return "head_dim_v " + std::to_string(p.head_dim_v);
   if (p.head_dim_v != p.head_dim_qk && !dv_ne_dqk) return "head_dim_v != head_dim_qk";
   if (p.head_dim_v > p.head_dim_qk) return "head_dim_v > head_dim_qk";
   if (!head_dim_pairs.empty() && !has(head_dim_pairs, std::pair{p.head_dim_qk, p.head_dim_v}))

@@ -25,7 +25,9 @@ inline constexpr int64_t kNoElementLimit = INT64_MAX;
 
 struct Capabilities {
   std::vector<DType> dtypes{DType::f32, DType::f16, DType::bf16};
-  std::vector<int64_t> head_dims{16, 32, 40, 64, 80, 96, 128, 192, 256};  // Dqk (and Dv) values accepted
+  // Dqk (and Dv) values accepted; empty: any. A kernel that declares none is drawn the usual grid
+  // (16, 32, ..., 256) and values off it (1, 3, 17, 129, ...: not multiples of 8) up to 256.
+  std::vector<int64_t> head_dims;
   bool dv_ne_dqk = true;  // Dv may differ from Dqk (Dv ≤ Dqk)
   // When non-empty, the only (Dqk, Dv) pairs compiled (e.g. {192, 128} but not {192, 192}).
   std::vector<std::pair<int64_t, int64_t>> head_dim_pairs;

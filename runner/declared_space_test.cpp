@@ -75,6 +75,28 @@ RC_GTEST_PROP(DeclaredSpace, EveryDrawnCaseIsInsideTheDeclaration, ()) {
   if (why) RC_FAIL("refused (" + *why + "): " + [&] { std::ostringstream os; showValue(x, os); return os.str(); }());
 }
 
+// A kernel that declares no head dims takes any: its campaign draws the usual grid and values off
+// it, most of them not multiples of 8 (issue #21 item 7: such a kernel was drawn the grid 16..256,
+// a plugin 8..256 in steps of 8, so a kernel whose loads assume D % 8 == 0 passed). The replica,
+// which computes any head dim, declares none.
+TEST(DeclaredSpace, NoDeclaredHeadDimsDrawsOffTheGrid) {
+  const std::vector<Declaration> none{{"nothing declared", Capabilities{}},
+                                      {"replica", Registry::builtin().find("replica")->caps()}};
+  for (const Declaration& d : none) {
+    SCOPED_TRACE(d.name);
+    EXPECT_TRUE(d.caps.head_dims.empty()) << "declares head dims";
+    const ProblemSpace space = space_for(d.caps, CampaignOptions{});
+    const uint64_t seed = testing::seed_for(0x0ff9);
+    int64_t off = 0, n = 300;
+    for (int64_t i = 0; i < n; ++i) {
+      const Problem p = campaign_case(space, seed, i).problem;
+      off += p.head_dim_qk % 8 != 0 || p.head_dim_v % 8 != 0;
+      EXPECT_EQ(d.caps.refusal(p), std::nullopt) << to_string(p);
+    }
+    EXPECT_GE(off, n / 5) << "campaign seed " << seed << ": " << off << " of " << n << " cases off the multiples of 8";
+  }
+}
+
 // The replica under another declaration: what a kernel with that declaration computes.
 class Declaring final : public Variant {
  public:

@@ -167,8 +167,13 @@ std::vector<Problem> smaller_problems(const Problem& p, const Capabilities& caps
     }
   }
 
-  // ---- Head dims among those declared.
-  for (int64_t d : caps.head_dims) {
+  // ---- Head dims among those declared (any smaller one when none is: the grid's and a step down).
+  std::vector<int64_t> dims = caps.head_dims;
+  if (dims.empty()) dims = {1, 8, 16, 32, 64, 128, p.head_dim_qk / 2, p.head_dim_qk - 1};
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  for (int64_t d : dims) {
+    if (d < 1) continue;
     if (d >= p.head_dim_qk) continue;
     q = p;
     q.head_dim_qk = d;
