@@ -57,6 +57,9 @@ void check_space(const ProblemSpace& s) {
   if (s.alibi_per_batch && s.alibi.empty()) bad("alibi_per_batch without any ALiBi form");
   for (DType d : s.out_dtypes)
     if (d != DType::bf16 && d != DType::f16) bad("out_dtypes holds " + std::string(to_string(d)) + "; fp8 outputs are bf16 or f16");
+  if (s.seq_multiple < 1) bad("seq_multiple must be >= 1");
+  if (s.seq_multiple > s.max_seq)
+    bad("seq_multiple " + std::to_string(s.seq_multiple) + " exceeds max_seq " + std::to_string(s.max_seq) + ": no length can be drawn");
   if (!s.head_dim_pairs.empty() && drawable_pairs(s).empty())
     bad("head_dim_pairs holds no pair (Dqk, Dv) with both dims in head_dims, Dv <= Dqk" +
         std::string(s.allow_dv_ne_dqk ? "" : " and Dv = Dqk (allow_dv_ne_dqk is false)"));
@@ -212,6 +215,39 @@ int64_t draw_head_dim_v(const ProblemSpace& s, int64_t dqk) {
   return *rc::gen::elementOf(smaller);
 }
 
+// ---- A kernel's declared limits on the lengths ----
+
+// x as a multiple of n: rounded up, or down where up passes max_seq (check_space keeps n <= max_seq);
+// 0, an empty sequence, stays.
+int64_t to_multiple(int64_t x, int64_t n, int64_t max_seq) {
+  if (n <= 1 || x == 0) return x;
+  const int64_t up = (x + n - 1) / n * n;
+  return up <= max_seq ? up : max_seq / n * n;
+}
+
+// Every length of p within the space's limits (ProblemSpace::equal_lengths, seq_multiple): each
+// rounded to the multiple, then each sequence's keys made its queries. Keys used below those stored
+// (seqused) would make them differ, so equal lengths drop them; rounding may leave no sequence
+// using fewer keys than it stores, and then seqused is dropped too.
+void fit_lengths(Problem& p, const ProblemSpace& s) {
+  if (!s.equal_lengths && s.seq_multiple <= 1) return;
+  auto fit = [&](int64_t& x) { x = to_multiple(x, s.seq_multiple, s.max_seq); };
+  fit(p.seq_q);
+  fit(p.seq_kv);
+  for (auto list : {&Problem::seqlens_q, &Problem::seqlens_kv, &Problem::seqused_kv})
+    for (int64_t& x : p.*list) fit(x);
+  if (s.equal_lengths) {
+    p.seq_kv = p.seq_q;
+    if (!p.seqlens_q.empty() && !p.seqlens_kv.empty()) p.seqlens_kv = p.seqlens_q;  // thd: keys = queries
+    else for (int64_t& x : p.seqlens_kv) x = p.seq_q;                               // dense q, listed keys
+    p.seqused_kv.clear();
+  }
+  bool short_one = false;
+  for (int64_t b = 0; b < static_cast<int64_t>(p.seqused_kv.size()); ++b) short_one |= p.skv(b) < p.skv_stored(b);
+  if (!short_one) p.seqused_kv.clear();
+  normalize(p);
+}
+
 // ---- Variants (problem model 2) ----
 
 // A variant is on in half the cases; the "off" side is the one RapidCheck shrinks to.
@@ -237,12 +273,14 @@ int64_t any_page_size(const TileShape& t) {
   return *rc::gen::elementOf(std::vector<int64_t>{1, 2, 3, 5, 7, 16, 16, 32, 64, 64, 128, 256, t.block_kv});
 }
 
-// seqused that uses every stored key changes nothing: then sequence 0 (never empty) uses one key less.
-void keep_seqused_short(Problem& p) {
+// seqused that uses every stored key changes nothing: then sequence 0 (never empty) uses one key
+// less (one multiple less where lengths are multiples; none is left to drop when it stores one).
+void keep_seqused_short(Problem& p, int64_t step = 1) {
   if (p.seqused_kv.empty()) return;
   for (int64_t b = 0; b < p.batch; ++b)
     if (p.skv(b) < p.skv_stored(b)) return;
-  p.seqused_kv[0] = p.skv_stored(0) - 1;
+  if (p.skv_stored(0) >= step) p.seqused_kv[0] = p.skv_stored(0) - step;
+  else p.seqused_kv.clear();
 }
 
 // Sequence structure: layout, variable-length lists (thd), a paged cache, seqused. Sequence 0 keeps
@@ -366,6 +404,7 @@ void draw_variants(Problem& p, const ProblemSpace& s, const TileShape& t) {
   }
   draw_sequences(p, s, t);
   normalize(p);
+  fit_lengths(p, s);
   if (windowed) draw_window(p, t);
   if (s.softcap && coin()) p.softcap = draw_softcap();
   if (!s.alibi.empty() && coin()) {
@@ -390,7 +429,7 @@ void draw_variants(Problem& p, const ProblemSpace& s, const TileShape& t) {
   }
   if (visible_work(p) > s.max_work && p.heads_kv > 1) p.heads_q /= p.heads_kv, p.heads_kv = 1;
   if (visible_work(p) > s.max_work && p.heads_q > 1) p.heads_q = 1;
-  keep_seqused_short(p);  // the sequences dropped may have been the short ones
+  keep_seqused_short(p, s.seq_multiple);  // the sequences dropped may have been the short ones
   normalize(p);
   validate(p);  // a generator bug surfaces here, naming the field, not in a kernel
 }
@@ -437,6 +476,7 @@ rc::Gen<Problem> gen_problem(const ProblemSpace& s) {
       draw_variants(p, s, tile_for(s, p.head_dim_qk));
       return p;
     }
+    fit_lengths(p, s);
     // Fit the work budget by giving up batch, then heads (GQA ratio kept when possible).
     auto work = [&] {
       return static_cast<double>(p.batch * p.heads_q) * static_cast<double>(p.seq_q) *

@@ -241,6 +241,44 @@ TEST(Generators, CasesStayInsideTheirSpace) {
   }
 }
 
+// A kernel's declared length limits hold in every case, on dense and listed lengths alike, and
+// the draw still reaches lengths past one multiple and Sq = Skv = the multiple itself.
+TEST(Generators, DeclaredLengthLimitsHoldEverywhere) {
+  ProblemSpace plain;
+  plain.equal_lengths = true;
+  plain.seq_multiple = 64;
+  ProblemSpace listed = variant_space();
+  listed.equal_lengths = true;
+  listed.seq_multiple = 16;
+  ProblemSpace multiple = variant_space();
+  multiple.seq_multiple = 8;
+  for (const auto& [name, s] : {std::pair{"equal, x64", plain}, {"equal, x16, variants", listed}, {"x8, variants", multiple}}) {
+    const uint64_t seed = testing::seed_for(0x1e9);
+    int64_t at_multiple = 0, longer = 0;
+    for (const Case& c : campaign(s, seed, 300)) {
+      const Problem& p = c.problem;
+      SCOPED_TRACE(std::string(name) + " seed " + std::to_string(seed) + ": " + to_string(p));
+      ASSERT_NO_THROW(validate(p));
+      for (int64_t b = 0; b < p.batch; ++b) {
+        if (s.equal_lengths) {
+          EXPECT_EQ(p.sq(b), p.skv(b));
+        }
+        for (int64_t n : {p.sq(b), p.skv(b), p.skv_stored(b)}) {
+          EXPECT_EQ(n % s.seq_multiple, 0);
+          EXPECT_LE(n, s.max_seq);
+        }
+      }
+      at_multiple += p.sq(0) == s.seq_multiple;
+      longer += p.sq(0) > s.seq_multiple;
+    }
+    EXPECT_GT(at_multiple, 10) << name;
+    EXPECT_GT(longer, 10) << name;
+  }
+  ProblemSpace bad;
+  bad.seq_multiple = 512;  // past max_seq 300
+  EXPECT_THROW((void)gen_case(bad), std::invalid_argument);
+}
+
 // Long sequences give up batch and heads, never length: a case over the budget has nothing left
 // to give, and lengths near max_seq (with their boundary residues) are still drawn.
 TEST(Generators, WorkBudgetTradesBatchAndHeadsNeverTheTail) {

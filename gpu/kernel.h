@@ -34,6 +34,16 @@ struct Capabilities {
   std::vector<Causal> causals{Causal::none, Causal::top_left, Causal::bottom_right};
   bool gqa = true;
   int64_t max_seq = int64_t{1} << 31;
+  // Declared limits on the lengths, for kernels that take only some (a Triton tutorial kernel:
+  // Sq = Skv, multiples of its block): every sequence has as many keys (used) as queries, and every
+  // length is a multiple of seq_multiple (an empty sequence, 0, is one). Campaigns draw within them.
+  bool equal_lengths = false;
+  int64_t seq_multiple = 1;
+  // NaN and Inf in q, k or v reach exactly the outputs the oracle says (README, Conventions: a row
+  // that sees one is NaN, a key a row does not see never reaches it). Campaigns draw some cases
+  // with them (Dist::nonfinite). false: the kernel promises no such thing (it clamps, or squashes
+  // NaN to a number) and is drawn finite inputs only; a kernel that hides bad data should say so.
+  bool propagates_nonfinite = true;
   // Elements in the largest of q, k, v, o a device kernel accepts. Below 2^31 by default: a new
   // kernel may index with 32-bit ints, and only `run --big` shows it does not. A kernel that passed
   // `run --big` declares kNoElementLimit.

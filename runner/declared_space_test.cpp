@@ -11,6 +11,7 @@
 
 #include "runner/campaign.h"
 #include "runner/registry.h"
+#include "runner/shrink_candidates.h"
 #include "testing/test_seed.h"
 
 namespace flashcheck {
@@ -30,6 +31,20 @@ Capabilities sparse_pairs() {
   return c;
 }
 
+// What Triton's fused-attention tutorial takes: Sq = Skv, MHA, lengths in whole 64-row blocks,
+// Dqk = Dv in {64, 128}, f16.
+Capabilities triton_tutorial() {
+  Capabilities c;
+  c.dtypes = {DType::f16};
+  c.head_dims = {64, 128};
+  c.dv_ne_dqk = false;
+  c.gqa = false;
+  c.equal_lengths = true;
+  c.seq_multiple = 64;
+  c.causals = {Causal::none, Causal::bottom_right};
+  return c;
+}
+
 // Every built-in kernel's declaration (device kernels' too: they are known without a GPU) and
 // declarations that narrow the space in each way a kernel can.
 std::vector<Declaration> declarations() {
@@ -45,6 +60,19 @@ std::vector<Declaration> declarations() {
   mha.dv_ne_dqk = false;
   mha.head_dim_pairs.clear();
   out.push_back({"MHA, Dv = Dqk", mha});
+  out.push_back({"Triton's tutorial", triton_tutorial()});
+  // The length limits on listed sequences too: varlen, paged caches and seqused_k.
+  Capabilities listed = triton_tutorial();
+  listed.seq_multiple = 16;
+  listed.layouts = {Layout::bhsd, Layout::thd};
+  listed.paged = listed.seqused = listed.windows = true;
+  out.push_back({"equal lengths, multiples of 16, listed", listed});
+  Capabilities multiple = Registry::builtin().find("replica")->caps();
+  multiple.seq_multiple = 8;
+  out.push_back({"every variant, multiples of 8", multiple});
+  Capabilities odd;  // a multiple no tile is a multiple of
+  odd.seq_multiple = 48;
+  out.push_back({"multiples of 48", odd});
   return out;
 }
 
@@ -69,10 +97,21 @@ RC_GTEST_PROP(DeclaredSpace, EveryDrawnCaseIsInsideTheDeclaration, ()) {
   x.index = *rc::gen::inRange<int64_t>(0, 100000);
   const ProblemSpace space = space_for(x.d.caps, CampaignOptions{});
   RC_PRE(!space.dtypes.empty());
-  x.c = campaign_case(space, x.seed, x.index);
   RC_TAG(x.d.name);
-  const auto why = x.d.caps.refusal(x.c.problem);
-  if (why) RC_FAIL("refused (" + *why + "): " + [&] { std::ostringstream os; showValue(x, os); return os.str(); }());
+  // Grown to production load (`run --load`), a case stays inside as well.
+  CampaignOptions load;
+  load.load = true;
+  load.max_seq = 4096;
+  load.max_work = 1e10;
+  const ProblemSpace grown = space_for(x.d.caps, load);
+  for (int64_t k = 0; k < 20; ++k, ++x.index) {  // drawing is cheap: a run of cases per declaration
+    x.c = campaign_case(space, x.seed, x.index);
+    const auto why = x.d.caps.refusal(x.c.problem);
+    if (why) RC_FAIL("refused (" + *why + "): " + [&] { std::ostringstream os; showValue(x, os); return os.str(); }());
+    const Case c = load_case(campaign_case(grown, x.seed, x.index), grown, load);
+    const auto load_why = x.d.caps.refusal(c.problem);
+    if (load_why) RC_FAIL("the load case " + to_string(c.problem) + " is refused (" + *load_why + ")");
+  }
 }
 
 // A kernel that declares no head dims takes any: its campaign draws the usual grid and values off
@@ -95,6 +134,29 @@ TEST(DeclaredSpace, NoDeclaredHeadDimsDrawsOffTheGrid) {
     }
     EXPECT_GE(off, n / 5) << "campaign seed " << seed << ": " << off << " of " << n << " cases off the multiples of 8";
   }
+}
+
+// Shrinking stays inside the declaration too (a candidate outside it is only declined: a step
+// wasted), and lengths still shrink where Sq = Skv and multiples are declared.
+RC_GTEST_PROP(DeclaredSpace, ShrinkCandidatesStayInsideTheDeclaration, ()) {
+  const std::vector<Declaration> all = declarations();
+  Drawn x;
+  x.d = all[*rc::gen::inRange<size_t>(0, all.size())];
+  x.seed = *rc::gen::arbitrary<uint64_t>();
+  x.index = *rc::gen::inRange<int64_t>(0, 100000);
+  const ProblemSpace space = space_for(x.d.caps, CampaignOptions{});
+  RC_PRE(!space.dtypes.empty());
+  x.c = campaign_case(space, x.seed, x.index);
+  RC_TAG(x.d.name);
+  const Problem& p = x.c.problem;
+  bool shorter = false;
+  for (const Problem& q : smaller_problems(p, x.d.caps)) {
+    const auto why = x.d.caps.refusal(q);
+    if (why) RC_FAIL("candidate " + to_string(q) + " refused (" + *why + ")");
+    shorter |= q.seq_q < p.seq_q || q.seq_kv < p.seq_kv;
+  }
+  const int64_t shortest = std::max<int64_t>(1, x.d.caps.seq_multiple);
+  if (!p.varlen() && !p.paged() && p.seqused_kv.empty() && std::min(p.seq_q, p.seq_kv) > shortest) RC_ASSERT(shorter);
 }
 
 // The replica under another declaration: what a kernel with that declaration computes.
