@@ -309,7 +309,8 @@ typedef struct {
   /* What the kernel declares; problems are drawn from it. */
   uint32_t dtypes;             /* bit mask of 1u << FC_F32 | 1u << FC_F16 | 1u << FC_BF16 (default all) */
   uint32_t causals;            /* bit mask of 1u << FC_MASK_* (default all) */
-  const int64_t* head_dims;    /* NULL (default): 16, 32, 40, 64, 80, 96, 128, 192, 256 */
+  const int64_t* head_dims;    /* NULL (default): any; drawn up to 256, the usual grid and values off
+                                * the multiples of 8 (since API 4; API 3 drew 16, 32, 40, ..., 256) */
   int64_t num_head_dims;
   int32_t dv_ne_dqk;           /* Dv may differ from Dqk (Dv <= Dqk); default 1 */
   int32_t gqa;                 /* Hq may be a multiple of Hkv; default 1 */

@@ -32,6 +32,19 @@ constexpr std::pair<int64_t, int64_t> kResiduePairs[] = {
 
 int64_t mod(int64_t x, int64_t m) { return ((x % m) + m) % m; }
 
+// The declared pairs a space can draw: both dims listed (when a list is given), Dv <= Dqk, and
+// Dv = Dqk where the space allows nothing else. Empty when the space declares no pairs.
+std::vector<std::pair<int64_t, int64_t>> drawable_pairs(const ProblemSpace& s) {
+  auto listed = [&](int64_t d) {
+    if (s.head_dims.empty()) return d >= 1 && d <= s.max_head_dim;
+    return std::find(s.head_dims.begin(), s.head_dims.end(), d) != s.head_dims.end();
+  };
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (auto [qk, v] : s.head_dim_pairs)
+    if (listed(qk) && listed(v) && v <= qk && (s.allow_dv_ne_dqk || v == qk)) out.emplace_back(qk, v);
+  return out;
+}
+
 void check_space(const ProblemSpace& s) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("ProblemSpace." + what); };
   if (s.head_dims.empty() && s.max_head_dim < 1) bad("max_head_dim must be >= 1 when no head dims are listed");
@@ -44,6 +57,12 @@ void check_space(const ProblemSpace& s) {
   if (s.alibi_per_batch && s.alibi.empty()) bad("alibi_per_batch without any ALiBi form");
   for (DType d : s.out_dtypes)
     if (d != DType::bf16 && d != DType::f16) bad("out_dtypes holds " + std::string(to_string(d)) + "; fp8 outputs are bf16 or f16");
+  if (s.seq_multiple < 1) bad("seq_multiple must be >= 1");
+  if (s.seq_multiple > s.max_seq)
+    bad("seq_multiple " + std::to_string(s.seq_multiple) + " exceeds max_seq " + std::to_string(s.max_seq) + ": no length can be drawn");
+  if (!s.head_dim_pairs.empty() && drawable_pairs(s).empty())
+    bad("head_dim_pairs holds no pair (Dqk, Dv) with both dims in head_dims, Dv <= Dqk" +
+        std::string(s.allow_dv_ne_dqk ? "" : " and Dv = Dqk (allow_dv_ne_dqk is false)"));
 }
 
 void check_tiles(const ProblemSpace& s) {
@@ -170,7 +189,63 @@ int64_t any_head_dim(int64_t at_most) {
 }
 
 int64_t draw_head_dim(const ProblemSpace& s) {
+  if (!s.head_dim_pairs.empty()) {
+    std::vector<int64_t> dqk;
+    for (auto [qk, v] : drawable_pairs(s))
+      if (std::find(dqk.begin(), dqk.end(), qk) == dqk.end()) dqk.push_back(qk);
+    return *rc::gen::elementOf(dqk);
+  }
   return s.head_dims.empty() ? any_head_dim(s.max_head_dim) : *rc::gen::elementOf(s.head_dims);
+}
+
+// Dv for a drawn Dqk: one of Dqk's declared pairs; else Dqk, or a quarter of the time (where the
+// space allows it) a smaller one.
+int64_t draw_head_dim_v(const ProblemSpace& s, int64_t dqk) {
+  if (!s.head_dim_pairs.empty()) {
+    std::vector<int64_t> dv;
+    for (auto [qk, v] : drawable_pairs(s))
+      if (qk == dqk) dv.push_back(v);
+    return dv.size() == 1 ? dv.front() : *rc::gen::elementOf(dv);
+  }
+  if (!s.allow_dv_ne_dqk || *rc::gen::inRange(0, 4) != 0) return dqk;
+  if (s.head_dims.empty()) return any_head_dim(dqk);
+  std::vector<int64_t> smaller;
+  for (int64_t d : s.head_dims)
+    if (d <= dqk) smaller.push_back(d);
+  return *rc::gen::elementOf(smaller);
+}
+
+// ---- A kernel's declared limits on the lengths ----
+
+// x as a multiple of n: rounded up, or down where up passes max_seq (check_space keeps n <= max_seq);
+// 0, an empty sequence, stays.
+int64_t to_multiple(int64_t x, int64_t n, int64_t max_seq) {
+  if (n <= 1 || x == 0) return x;
+  const int64_t up = (x + n - 1) / n * n;
+  return up <= max_seq ? up : max_seq / n * n;
+}
+
+// Every length of p within the space's limits (ProblemSpace::equal_lengths, seq_multiple): each
+// rounded to the multiple, then each sequence's keys made its queries. Keys used below those stored
+// (seqused) would make them differ, so equal lengths drop them; rounding may leave no sequence
+// using fewer keys than it stores, and then seqused is dropped too.
+void fit_lengths(Problem& p, const ProblemSpace& s) {
+  if (!s.equal_lengths && s.seq_multiple <= 1) return;
+  auto fit = [&](int64_t& x) { x = to_multiple(x, s.seq_multiple, s.max_seq); };
+  fit(p.seq_q);
+  fit(p.seq_kv);
+  for (auto list : {&Problem::seqlens_q, &Problem::seqlens_kv, &Problem::seqused_kv})
+    for (int64_t& x : p.*list) fit(x);
+  if (s.equal_lengths) {
+    p.seq_kv = p.seq_q;
+    if (!p.seqlens_q.empty() && !p.seqlens_kv.empty()) p.seqlens_kv = p.seqlens_q;  // thd: keys = queries
+    else for (int64_t& x : p.seqlens_kv) x = p.seq_q;                               // dense q, listed keys
+    p.seqused_kv.clear();
+  }
+  bool short_one = false;
+  for (int64_t b = 0; b < static_cast<int64_t>(p.seqused_kv.size()); ++b) short_one |= p.skv(b) < p.skv_stored(b);
+  if (!short_one) p.seqused_kv.clear();
+  normalize(p);
 }
 
 // ---- Variants (problem model 2) ----
@@ -198,12 +273,14 @@ int64_t any_page_size(const TileShape& t) {
   return *rc::gen::elementOf(std::vector<int64_t>{1, 2, 3, 5, 7, 16, 16, 32, 64, 64, 128, 256, t.block_kv});
 }
 
-// seqused that uses every stored key changes nothing: then sequence 0 (never empty) uses one key less.
-void keep_seqused_short(Problem& p) {
+// seqused that uses every stored key changes nothing: then sequence 0 (never empty) uses one key
+// less (one multiple less where lengths are multiples; none is left to drop when it stores one).
+void keep_seqused_short(Problem& p, int64_t step = 1) {
   if (p.seqused_kv.empty()) return;
   for (int64_t b = 0; b < p.batch; ++b)
     if (p.skv(b) < p.skv_stored(b)) return;
-  p.seqused_kv[0] = p.skv_stored(0) - 1;
+  if (p.skv_stored(0) >= step) p.seqused_kv[0] = p.skv_stored(0) - step;
+  else p.seqused_kv.clear();
 }
 
 // Sequence structure: layout, variable-length lists (thd), a paged cache, seqused. Sequence 0 keeps
@@ -327,6 +404,7 @@ void draw_variants(Problem& p, const ProblemSpace& s, const TileShape& t) {
   }
   draw_sequences(p, s, t);
   normalize(p);
+  fit_lengths(p, s);
   if (windowed) draw_window(p, t);
   if (s.softcap && coin()) p.softcap = draw_softcap();
   if (!s.alibi.empty() && coin()) {
@@ -351,7 +429,7 @@ void draw_variants(Problem& p, const ProblemSpace& s, const TileShape& t) {
   }
   if (visible_work(p) > s.max_work && p.heads_kv > 1) p.heads_q /= p.heads_kv, p.heads_kv = 1;
   if (visible_work(p) > s.max_work && p.heads_q > 1) p.heads_q = 1;
-  keep_seqused_short(p);  // the sequences dropped may have been the short ones
+  keep_seqused_short(p, s.seq_multiple);  // the sequences dropped may have been the short ones
   normalize(p);
   validate(p);  // a generator bug surfaces here, naming the field, not in a kernel
 }
@@ -388,17 +466,7 @@ rc::Gen<Problem> gen_problem(const ProblemSpace& s) {
       std::tie(p.seq_q, p.seq_kv) = legacy_lengths(s.max_seq);
       p.head_dim_qk = draw_head_dim(s);
     }
-    p.head_dim_v = p.head_dim_qk;
-    if (s.allow_dv_ne_dqk && *rc::gen::inRange(0, 4) == 0) {
-      if (s.head_dims.empty()) {
-        p.head_dim_v = any_head_dim(p.head_dim_qk);
-      } else {
-        std::vector<int64_t> smaller;
-        for (int64_t d : s.head_dims)
-          if (d <= p.head_dim_qk) smaller.push_back(d);
-        p.head_dim_v = *rc::gen::elementOf(smaller);
-      }
-    }
+    p.head_dim_v = draw_head_dim_v(s, p.head_dim_qk);
     p.heads_kv = *rc::gen::inRange<int64_t>(1, s.max_heads_kv + 1);
     p.heads_q = p.heads_kv * *rc::gen::inRange<int64_t>(1, s.max_group + 1);
     p.batch = *rc::gen::inRange<int64_t>(1, s.max_batch + 1);
@@ -408,6 +476,7 @@ rc::Gen<Problem> gen_problem(const ProblemSpace& s) {
       draw_variants(p, s, tile_for(s, p.head_dim_qk));
       return p;
     }
+    fit_lengths(p, s);
     // Fit the work budget by giving up batch, then heads (GQA ratio kept when possible).
     auto work = [&] {
       return static_cast<double>(p.batch * p.heads_q) * static_cast<double>(p.seq_q) *

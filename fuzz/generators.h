@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/inputs.h"
@@ -24,7 +25,16 @@ struct ProblemSpace {
   int64_t max_batch = 2;
   int64_t max_heads_kv = 2;
   int64_t max_group = 4;        // heads_q / heads_kv
+  // A kernel's declared limits on the lengths (Capabilities): every sequence with Sq = Skv (keys
+  // used), every length a multiple of seq_multiple (rounded up from the boundary draw, so "a tile
+  // + 1" becomes the next multiple past the tile; an empty sequence stays 0).
+  bool equal_lengths = false;
+  int64_t seq_multiple = 1;
   bool allow_dv_ne_dqk = true;  // e.g. 192/128
+  // When non-empty, the only (Dqk, Dv) pairs drawn: a kernel's compiled pairs (Capabilities::
+  // head_dim_pairs), within head_dims and allow_dv_ne_dqk. Each drawable Dqk is as likely as in the
+  // list, and Dv is one of its pairs'.
+  std::vector<std::pair<int64_t, int64_t>> head_dim_pairs;
   bool allow_custom_scale = true;
   // Cap on B·Hq·Sq·Skv·(Dqk+Dv): long sequences trade batch and heads for length, never the tail.
   double max_work = 3e7;

@@ -90,6 +90,12 @@ std::vector<Table> tables() {
   ProblemSpace any_dim;
   any_dim.head_dims.clear();
   t.push_back({"any head dim", any_dim});
+  // wgmma_f16's compiled (Dqk, Dv) pairs: no other pair is drawn (issue #21 item 7).
+  ProblemSpace pairs;
+  pairs.dtypes = {DType::bf16, DType::f16};
+  pairs.head_dims = {64, 128, 192, 256};
+  pairs.head_dim_pairs = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
+  t.push_back({"declared pairs", pairs});
   return t;
 }
 
@@ -193,6 +199,10 @@ TEST(Generators, CasesStayInsideTheirSpace) {
         if (!s.allow_dv_ne_dqk) {
           EXPECT_EQ(p.head_dim_v, p.head_dim_qk);
         }
+        if (!s.head_dim_pairs.empty()) {
+          const std::pair<int64_t, int64_t> drawn{p.head_dim_qk, p.head_dim_v};
+          EXPECT_NE(std::find(s.head_dim_pairs.begin(), s.head_dim_pairs.end(), drawn), s.head_dim_pairs.end());
+        }
         EXPECT_LE(p.heads_q / p.heads_kv, s.max_group);
         // Variants only where allowed.
         EXPECT_LE(p.batch, p.seqlens_kv.empty() ? s.max_batch : s.max_varlen_batch);
@@ -229,6 +239,44 @@ TEST(Generators, CasesStayInsideTheirSpace) {
       }
     }
   }
+}
+
+// A kernel's declared length limits hold in every case, on dense and listed lengths alike, and
+// the draw still reaches lengths past one multiple and Sq = Skv = the multiple itself.
+TEST(Generators, DeclaredLengthLimitsHoldEverywhere) {
+  ProblemSpace plain;
+  plain.equal_lengths = true;
+  plain.seq_multiple = 64;
+  ProblemSpace listed = variant_space();
+  listed.equal_lengths = true;
+  listed.seq_multiple = 16;
+  ProblemSpace multiple = variant_space();
+  multiple.seq_multiple = 8;
+  for (const auto& [name, s] : {std::pair{"equal, x64", plain}, {"equal, x16, variants", listed}, {"x8, variants", multiple}}) {
+    const uint64_t seed = testing::seed_for(0x1e9);
+    int64_t at_multiple = 0, longer = 0;
+    for (const Case& c : campaign(s, seed, 300)) {
+      const Problem& p = c.problem;
+      SCOPED_TRACE(std::string(name) + " seed " + std::to_string(seed) + ": " + to_string(p));
+      ASSERT_NO_THROW(validate(p));
+      for (int64_t b = 0; b < p.batch; ++b) {
+        if (s.equal_lengths) {
+          EXPECT_EQ(p.sq(b), p.skv(b));
+        }
+        for (int64_t n : {p.sq(b), p.skv(b), p.skv_stored(b)}) {
+          EXPECT_EQ(n % s.seq_multiple, 0);
+          EXPECT_LE(n, s.max_seq);
+        }
+      }
+      at_multiple += p.sq(0) == s.seq_multiple;
+      longer += p.sq(0) > s.seq_multiple;
+    }
+    EXPECT_GT(at_multiple, 10) << name;
+    EXPECT_GT(longer, 10) << name;
+  }
+  ProblemSpace bad;
+  bad.seq_multiple = 512;  // past max_seq 300
+  EXPECT_THROW((void)gen_case(bad), std::invalid_argument);
 }
 
 // Long sequences give up batch and heads, never length: a case over the budget has nothing left
@@ -397,6 +445,10 @@ TEST(Generators, BadVariantSpacesAreNamed) {
   s = {};
   s.max_varlen_batch = 0;
   refused(s, "max_varlen_batch");
+  s = {};
+  s.head_dims = {64, 128};
+  s.head_dim_pairs = {{192, 128}};  // 192 is not a listed head dim: nothing could be drawn
+  refused(s, "head_dim_pairs");
 }
 
 }  // namespace

@@ -26,8 +26,8 @@ KernelRegistrar::KernelRegistrar(KernelDef def) {
 std::optional<std::string> Capabilities::refusal(const Problem& p) const {
   auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
   if (!has(dtypes, p.dtype)) return "dtype " + std::string(to_string(p.dtype));
-  if (!has(head_dims, p.head_dim_qk)) return "head_dim_qk " + std::to_string(p.head_dim_qk);
-  if (!has(head_dims, p.head_dim_v)) return "head_dim_v " + std::to_string(p.head_dim_v);
+  if (!head_dims.empty() && !has(head_dims, p.head_dim_qk)) return "head_dim_qk " + std::to_string(p.head_dim_qk);
+  if (!head_dims.empty() && !has(head_dims, p.head_dim_v)) return "head_dim_v " + std::to_string(p.head_dim_v);
   if (p.head_dim_v != p.head_dim_qk && !dv_ne_dqk) return "head_dim_v != head_dim_qk";
   if (p.head_dim_v > p.head_dim_qk) return "head_dim_v > head_dim_qk";
   if (!head_dim_pairs.empty() && !has(head_dim_pairs, std::pair{p.head_dim_qk, p.head_dim_v}))
@@ -35,6 +35,14 @@ std::optional<std::string> Capabilities::refusal(const Problem& p) const {
   if (!has(causals, p.causal)) return "causal " + std::string(to_string(p.causal));
   if (p.heads_q != p.heads_kv && !gqa) return "GQA";
   if (p.seq_q > max_seq || p.seq_kv > max_seq) return "sequence longer than " + std::to_string(max_seq);
+  for (int64_t b = 0; (equal_lengths || seq_multiple > 1) && b < p.batch; ++b) {
+    if (equal_lengths && p.sq(b) != p.skv(b))
+      return "Sq " + std::to_string(p.sq(b)) + " != Skv " + std::to_string(p.skv(b)) + " (equal lengths declared)";
+    if (seq_multiple > 1)
+      for (int64_t n : {p.sq(b), p.skv_stored(b), p.skv(b)})
+        if (n % seq_multiple != 0)
+          return "sequence length " + std::to_string(n) + " is not a multiple of " + std::to_string(seq_multiple);
+  }
   // Problem model 2: each variant only where declared.
   if (!p.window.none() && !windows) return "sliding window";
   if (p.softcap != 0 && !softcap) return "softcap";

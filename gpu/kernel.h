@@ -25,13 +25,25 @@ inline constexpr int64_t kNoElementLimit = INT64_MAX;
 
 struct Capabilities {
   std::vector<DType> dtypes{DType::f32, DType::f16, DType::bf16};
-  std::vector<int64_t> head_dims{16, 32, 40, 64, 80, 96, 128, 192, 256};  // Dqk (and Dv) values accepted
+  // Dqk (and Dv) values accepted; empty: any. A kernel that declares none is drawn the usual grid
+  // (16, 32, ..., 256) and values off it (1, 3, 17, 129, ...: not multiples of 8) up to 256.
+  std::vector<int64_t> head_dims;
   bool dv_ne_dqk = true;  // Dv may differ from Dqk (Dv ≤ Dqk)
   // When non-empty, the only (Dqk, Dv) pairs compiled (e.g. {192, 128} but not {192, 192}).
   std::vector<std::pair<int64_t, int64_t>> head_dim_pairs;
   std::vector<Causal> causals{Causal::none, Causal::top_left, Causal::bottom_right};
   bool gqa = true;
   int64_t max_seq = int64_t{1} << 31;
+  // Declared limits on the lengths, for kernels that take only some (a Triton tutorial kernel:
+  // Sq = Skv, multiples of its block): every sequence has as many keys (used) as queries, and every
+  // length is a multiple of seq_multiple (an empty sequence, 0, is one). Campaigns draw within them.
+  bool equal_lengths = false;
+  int64_t seq_multiple = 1;
+  // NaN and Inf in q, k or v reach exactly the outputs the oracle says (README, Conventions: a row
+  // that sees one is NaN, a key a row does not see never reaches it). Campaigns draw some cases
+  // with them (Dist::nonfinite). false: the kernel promises no such thing (it clamps, or squashes
+  // NaN to a number) and is drawn finite inputs only; a kernel that hides bad data should say so.
+  bool propagates_nonfinite = true;
   // Elements in the largest of q, k, v, o a device kernel accepts. Below 2^31 by default: a new
   // kernel may index with 32-bit ints, and only `run --big` shows it does not. A kernel that passed
   // `run --big` declares kNoElementLimit.

@@ -21,12 +21,18 @@ namespace flashcheck {
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   ProblemSpace s;
   s.max_seq = std::max<int64_t>(1, std::min(opt.max_seq, caps.max_seq));
+  // The declared limits on lengths. A kernel whose lengths are multiples of more than the
+  // campaign's longest sequence still gets its shortest one.
+  s.equal_lengths = caps.equal_lengths;
+  s.seq_multiple = std::max<int64_t>(1, caps.seq_multiple);
+  s.max_seq = std::max(s.max_seq, std::min(s.seq_multiple, caps.max_seq));
   s.head_dims = caps.head_dims;
   s.dtypes.clear();
   for (DType d : caps.dtypes)
     if (opt.dtypes.empty() || std::find(opt.dtypes.begin(), opt.dtypes.end(), d) != opt.dtypes.end()) s.dtypes.push_back(d);
   s.causals = caps.causals;
   s.allow_dv_ne_dqk = caps.dv_ne_dqk;
+  s.head_dim_pairs = caps.head_dim_pairs;
   if (!caps.gqa) s.max_group = 1;
   s.max_work = opt.max_work;
   // Problem model 2: the variants the kernel declares, less those the run leaves out (--variants),
@@ -99,9 +105,10 @@ Case load_case(const Case& c, const ProblemSpace& space, const CampaignOptions& 
   Case out = c;
   Problem& p = out.problem;
   const TileShape t = tile_for(space, p.head_dim_qk);
-  const int64_t step = std::lcm(t.block_q, t.block_kv);
+  const int64_t step = std::lcm(std::lcm(t.block_q, t.block_kv), std::max<int64_t>(1, space.seq_multiple));
   // The same multiple of `step` on both lengths keeps Sq, Skv and Skv − Sq in their residue
-  // classes modulo both tiles: the boundary the generator aimed at survives the growth.
+  // classes modulo both tiles: the boundary the generator aimed at survives the growth (and
+  // lengths stay multiples of the kernel's declared one, Sq = Skv where it declares them equal).
   int64_t add = 0;
   while (std::min(p.seq_q, p.seq_kv) + add < opt.load_min_seq && std::max(p.seq_q, p.seq_kv) + add + step <= space.max_seq)
     add += step;

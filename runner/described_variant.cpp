@@ -12,7 +12,7 @@ namespace {
 // Every field of Capabilities crosses the process boundary: one left out would silently become
 // its default in the parent. Its size changes when a field is added; then describe it here and in
 // the round trip of runner/reliability_test.cpp (Description.RoundTripsEveryField).
-static_assert(sizeof(Capabilities) == 328, "Capabilities changed: describe the new field in runner/described_variant.cpp");
+static_assert(sizeof(Capabilities) == 352, "Capabilities changed: describe the new field in runner/described_variant.cpp");
 
 template <class E>
 E enum_from(const nlohmann::json& j, int count, const char* field) {
@@ -32,6 +32,9 @@ nlohmann::json to_json(const Capabilities& c) {
   for (Causal k : c.causals) j["causals"].push_back(static_cast<int>(k));
   j["gqa"] = c.gqa;
   j["max_seq"] = c.max_seq;
+  j["equal_lengths"] = c.equal_lengths;
+  j["seq_multiple"] = c.seq_multiple;
+  j["propagates_nonfinite"] = c.propagates_nonfinite;
   j["max_tensor_elements"] = c.max_tensor_elements;
   j["lse_base"] = static_cast<int>(c.lse_base);
   j["empty_lse"] = static_cast<int>(c.empty_lse);
@@ -74,6 +77,9 @@ Capabilities caps_from_json(const nlohmann::json& j) {
   for (const auto& k : j.at("causals")) c.causals.push_back(enum_from<Causal>(k, 3, "causal"));
   c.gqa = j.at("gqa").get<bool>();
   c.max_seq = j.at("max_seq").get<int64_t>();
+  c.equal_lengths = j.at("equal_lengths").get<bool>();
+  c.seq_multiple = j.at("seq_multiple").get<int64_t>();
+  c.propagates_nonfinite = j.at("propagates_nonfinite").get<bool>();
   c.max_tensor_elements = j.at("max_tensor_elements").get<int64_t>();
   c.lse_base = enum_from<LseBase>(j.at("lse_base"), 3, "lse_base");
   c.empty_lse = enum_from<EmptyRowLse>(j.at("empty_lse"), 2, "empty_lse");

@@ -143,6 +143,9 @@ TEST(Description, RoundTripsEveryField) {
     c.causals = {static_cast<Causal>(pick(0, 2)), static_cast<Causal>(pick(0, 2))};
     c.gqa = pick(0, 1);
     c.max_seq = pick(1, int64_t{1} << 40);
+    c.equal_lengths = pick(0, 1);
+    c.seq_multiple = pick(1, 1024);
+    c.propagates_nonfinite = pick(0, 1);
     c.max_tensor_elements = pick(1, int64_t{1} << 50);
     c.lse_base = static_cast<LseBase>(pick(0, 2));
     c.empty_lse = static_cast<EmptyRowLse>(pick(0, 1));
@@ -176,6 +179,9 @@ TEST(Description, RoundTripsEveryField) {
     EXPECT_EQ(b.causals, c.causals);
     EXPECT_EQ(b.gqa, c.gqa);
     EXPECT_EQ(b.max_seq, c.max_seq);
+    EXPECT_EQ(b.equal_lengths, c.equal_lengths);
+    EXPECT_EQ(b.seq_multiple, c.seq_multiple);
+    EXPECT_EQ(b.propagates_nonfinite, c.propagates_nonfinite);
     EXPECT_EQ(b.max_tensor_elements, c.max_tensor_elements);
     EXPECT_EQ(b.lse_base, c.lse_base);
     EXPECT_EQ(b.empty_lse, c.empty_lse);

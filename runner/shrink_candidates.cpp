@@ -20,17 +20,42 @@ Problem only_sequences(const Problem& p, int64_t from, int64_t to) {
 
 bool has_lists(const Problem& p) { return !p.seqlens_q.empty() || !p.seqlens_kv.empty() || !p.seqused_kv.empty(); }
 
+// A candidate brought inside the declared length limits: each length down to a multiple (never
+// below one), and where Sq = Skv is declared the shortened side shortens the other too. Without
+// this, shortening Sq alone would be declined at every step and the lengths would never shrink.
+void fit_declared_lengths(Problem& q, const Capabilities& caps) {
+  const int64_t n = std::max<int64_t>(1, caps.seq_multiple);
+  auto fit = [&](int64_t& x) {
+    if (n > 1 && x % n != 0) x = std::max(n, x / n * n);
+  };
+  if (caps.equal_lengths) {
+    q.seq_q = q.seq_kv = std::min(q.seq_q, q.seq_kv);
+    for (size_t b = 0; b < q.seqlens_q.size() && b < q.seqlens_kv.size(); ++b)
+      q.seqlens_q[b] = q.seqlens_kv[b] = std::min(q.seqlens_q[b], q.seqlens_kv[b]);
+    if (q.seqlens_q.empty())
+      for (int64_t& x : q.seqlens_kv) x = q.seq_q;
+  }
+  fit(q.seq_q);
+  fit(q.seq_kv);
+  for (auto list : {&Problem::seqlens_q, &Problem::seqlens_kv, &Problem::seqused_kv})
+    for (int64_t& x : q.*list)
+      if (x > 0) fit(x);
+}
+
 }  // namespace
 
 std::vector<Problem> smaller_problems(const Problem& p, const Capabilities& caps) {
   std::vector<Problem> out;
   auto push = [&](Problem q) {
+    fit_declared_lengths(q, caps);
     try {
       normalize(q);
       validate(q);
     } catch (const InvalidProblem&) {
       return;  // e.g. a layout that no longer fits the sequences: not a candidate
     }
+    // Outside the declaration (a (Dqk, Dv) pair not compiled, ...) it would only be declined.
+    if (caps.refusal(q)) return;
     if (q != p && std::find(out.begin(), out.end(), q) == out.end()) out.push_back(q);
   };
   Problem q;
@@ -167,8 +192,13 @@ std::vector<Problem> smaller_problems(const Problem& p, const Capabilities& caps
     }
   }
 
-  // ---- Head dims among those declared.
-  for (int64_t d : caps.head_dims) {
+  // ---- Head dims among those declared (any smaller one when none is: the grid's and a step down).
+  std::vector<int64_t> dims = caps.head_dims;
+  if (dims.empty()) dims = {1, 8, 16, 32, 64, 128, p.head_dim_qk / 2, p.head_dim_qk - 1};
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  for (int64_t d : dims) {
+    if (d < 1) continue;
     if (d >= p.head_dim_qk) continue;
     q = p;
     q.head_dim_qk = d;

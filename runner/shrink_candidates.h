@@ -13,7 +13,8 @@ namespace flashcheck {
 // softcap, ALiBi, sinks, seqused_k, a strided layout → BHSD, fp8 descales), a window narrows toward
 // the smallest that still fails, a varlen or paged batch is cut to each single sequence (so a
 // failure in one sequence shrinks to it) and to its halves; then fewer heads, shorter sequences
-// and smaller head dims among those `caps` declares.
+// and smaller head dims among those `caps` declares. Every candidate lies inside `caps` (lengths
+// brought to its declared multiple, Sq and Skv shortened together where it declares them equal).
 std::vector<Problem> smaller_problems(const Problem& p, const Capabilities& caps);
 
 }  // namespace flashcheck

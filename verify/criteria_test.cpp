@@ -390,11 +390,13 @@ TEST(SampleRows, KeepsEveryTilesEdgeRows) {
     EXPECT_TRUE(std::binary_search(rows.begin(), rows.end(), t * tile)) << t;
     EXPECT_TRUE(std::binary_search(rows.begin(), rows.end(), std::min(sq, (t + 1) * tile) - 1)) << t;
   }
-  // Too many tiles for the budget: a spread of them, always the last (partial) one.
+  // Too many tiles for the budget: every tile's first row still (the budget grows to one row per
+  // tile), the last rows of a spread of them, always of the last (partial) one.
   auto few = sample_rows(100000, 500, 64, 128);
-  EXPECT_LE(few.size(), 520u);
+  EXPECT_LE(few.size(), 782u + 500u);
   EXPECT_TRUE(std::is_sorted(few.begin(), few.end()));
   EXPECT_TRUE(std::binary_search(few.begin(), few.end(), 99968));  // first row of the last tile
+  EXPECT_TRUE(std::binary_search(few.begin(), few.end(), 99999));  // its last row
 }
 
 }  // namespace

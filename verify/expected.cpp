@@ -49,14 +49,16 @@ std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge, int
   if (seq_q <= count) return {};
   std::set<int64_t> s;
   // Tile edges first: a kernel's bugs live at the first and last row of its q-tiles (the tail
-  // predicate, the last tile's partial rows, the block that sees no key). Every tile's two edge rows
-  // while they fit in half the budget; beyond that an even spread of tiles, the last tile always.
+  // predicate, the last tile's partial rows, the block that sees no key). Every tile's first row
+  // whatever the budget (a tile without a sampled row is a CTA nobody checks; the budget grows to
+  // one row per tile); both edges of every tile while they fit in half the budget, beyond that of
+  // an even spread of tiles, the last one always.
   if (tile_q > 0) {
     const int64_t tiles = (seq_q + tile_q - 1) / tile_q;
+    for (int64_t t = 0; t < tiles; ++t) s.insert(t * tile_q);
     const int64_t take = std::min(tiles, std::max<int64_t>(count / 4, 1));
     for (int64_t k = 0; k < take; ++k) {
       const int64_t t = take == 1 ? tiles - 1 : k * (tiles - 1) / (take - 1);
-      s.insert(t * tile_q);
       s.insert(std::min(seq_q, (t + 1) * tile_q) - 1);
     }
   }
@@ -77,6 +79,67 @@ RowSet sample_row_set(const Problem& p, int64_t count, int64_t edge, int64_t til
     if (per[static_cast<size_t>(b)].empty())
       for (int64_t i = 0; i < p.sq(b); ++i) per[static_cast<size_t>(b)].push_back(i);
   }
+  return RowSet::per_sequence(p, per);
+}
+
+std::vector<std::vector<int64_t>> suspect_rows(const Problem& p, std::span<const float> o,
+                                               std::optional<std::span<const float>> lse, int64_t cap) {
+  const Sequences seqs(p);
+  const int64_t dv = p.head_dim_v;
+  const DType odt = p.o_dtype();
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(p.batch));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    std::vector<char> flag(static_cast<size_t>(seqs.sq(b)), 0);
+    // Over rows, each flagged by its own iteration: one long sequence of one head is still spread
+    // over every thread (a --big output holds 2^31 elements).
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < seqs.sq(b); ++i)
+      for (int64_t h = 0; h < p.heads_q; ++h) {
+        const int64_t at = seqs.lse_at(b, h, i);
+        const float* row = o.data() + at * dv;
+        const bool sees = !visible_range(p, b, i).empty();
+        bool poison = false, nonfinite = false, zeros = dv > 0;
+        for (int64_t c = 0; c < dv; ++c) {
+          poison |= is_poison(odt, row[c]);
+          nonfinite |= !std::isfinite(row[c]);
+          zeros &= row[c] == 0.0f;
+        }
+        if (lse) {
+          const float l = (*lse)[static_cast<size_t>(at)];
+          poison |= is_poison(DType::f32, l);
+          nonfinite |= !std::isfinite(l);
+        }
+        // A row that sees no key is zero with an infinite LSE by convention: only poison gives it away.
+        if (poison || (sees && (nonfinite || zeros))) flag[static_cast<size_t>(i)] = 1;
+      }
+    std::vector<int64_t>& rows = out[static_cast<size_t>(b)];
+    for (int64_t i = 0; i < seqs.sq(b); ++i)
+      if (flag[static_cast<size_t>(i)]) rows.push_back(i);
+    if (static_cast<int64_t>(rows.size()) > cap) {  // an output wrong everywhere: an even spread of it
+      std::vector<int64_t> spread;
+      for (int64_t k = 0; k < cap; ++k) spread.push_back(rows[static_cast<size_t>(k * static_cast<int64_t>(rows.size()) / cap)]);
+      rows = std::move(spread);
+    }
+  }
+  return out;
+}
+
+RowSet with_rows(const Problem& p, const RowSet& sample, const std::vector<std::vector<int64_t>>& extra) {
+  if (sample.is_all()) return sample;
+  auto merged = [&](int64_t b, std::vector<int64_t> add) {
+    const auto have = sample.rows_of(b);
+    add.insert(add.end(), have.begin(), have.end());
+    std::sort(add.begin(), add.end());
+    add.erase(std::unique(add.begin(), add.end()), add.end());
+    return add;
+  };
+  if (!p.varlen()) {  // dense: the same rows in every sequence, so one list for all
+    std::vector<int64_t> all;
+    for (const auto& e : extra) all.insert(all.end(), e.begin(), e.end());
+    return RowSet::same(p, merged(0, std::move(all)));
+  }
+  std::vector<std::vector<int64_t>> per(static_cast<size_t>(p.batch));
+  for (int64_t b = 0; b < p.batch; ++b) per[static_cast<size_t>(b)] = merged(b, extra[static_cast<size_t>(b)]);
   return RowSet::per_sequence(p, per);
 }
 

@@ -2,6 +2,7 @@
 // the same-dtype baselines its error is scaled by, and the per-row score bounds LSE is judged with.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -71,11 +72,24 @@ std::vector<float> select_rows(const Problem& p, std::span<const float> full, in
                                const OracleResult& oracle);
 // Rows to check when the whole problem is too large for the oracle: the first and last `edge` rows
 // and evenly spaced ones between, about `count` in all (ascending, unique). All rows when Sq ≤ count.
-// With tile_q > 0 the first and last row of the kernel's q-tiles are included too (every tile's
-// while they fit in half of `count`).
+// With tile_q > 0 the first row of every one of the kernel's q-tiles is included, whatever `count`
+// (a tile without a sampled row is a CTA nobody checks), and its last row too while both fit in
+// half of `count` (else the last rows of a spread of tiles).
 std::vector<int64_t> sample_rows(int64_t seq_q, int64_t count, int64_t edge = 64, int64_t tile_q = 0);
 // sample_rows per sequence: the same rows in every sequence of a dense problem, each sequence's own
 // for a varlen batch (its first and last rows are its own edges).
 RowSet sample_row_set(const Problem& p, int64_t count, int64_t edge = 64, int64_t tile_q = 0);
+// Rows, per sequence, whose output gives itself away without an oracle: poison left in o or lse
+// anywhere, or, in a row that sees a key, NaN/Inf or an O of exact zeros (a row that sees no key
+// is zero with an infinite LSE by convention). o and lse are the kernel's output over every row in
+// the logical layout (verify/judge.h's KernelOutput). At most `cap` per sequence, an even spread.
+// The judge adds them to the sample: a single bad row between sampled rows would pass otherwise
+// (an all-zero row 7000 of Sq = 8192 passed the default sample). Whether one is wrong is the
+// oracle's to say: NaN rows are right for NaN inputs.
+std::vector<std::vector<int64_t>> suspect_rows(const Problem& p, std::span<const float> o,
+                                               std::optional<std::span<const float>> lse, int64_t cap);
+// `sample` with `extra` rows (one list per sequence) added: for a dense problem every sequence
+// gets every sequence's extra rows, as a sample has the same rows in each. All rows stay all.
+RowSet with_rows(const Problem& p, const RowSet& sample, const std::vector<std::vector<int64_t>>& extra);
 
 }  // namespace flashcheck

@@ -14,7 +14,12 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   if (out.o.size() != static_cast<size_t>(p.o_elems())) throw std::invalid_argument("judge: o has the wrong size");
   if (out.lse && out.lse->size() != static_cast<size_t>(p.lse_elems()))
     throw std::invalid_argument("judge: lse has the wrong size");
-  const RowSet rows = sample_row_set(p, opt.max_rows, 64, declared.tile_q);
+  RowSet rows = sample_row_set(p, opt.max_rows, 64, declared.tile_q);
+  // Rows whose output gives itself away are judged wherever they lie, not only if sampled.
+  if (!rows.is_all()) {
+    const auto lse = declared.lse_base != LseBase::none ? out.lse : std::nullopt;  // an LSE not declared is not read
+    rows = with_rows(p, rows, suspect_rows(p, out.o, lse, opt.max_rows));
+  }
   Expected expected = make_expected(p, in, rows, opt.oracle);
   std::vector<std::pair<std::string, double>> criteria_time;
   PhaseTimer clock(criteria_time);

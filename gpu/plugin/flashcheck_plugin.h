@@ -23,7 +23,8 @@
  * field added later (`space`, 1.1) is read only when struct_size covers it, so a plugin built
  * against 1.0 loads unchanged and one built against 1.1 loads in a 1.0 flashcheck.
  *
- * The declared space (optional, 1.1): without it a campaign draws head dims 8..256, every dtype and
+ * The declared space (optional, 1.1): without it a campaign draws any head dim up to 256 (the
+ * multiples of 8 and values off them), every dtype and
  * mode, and relies on supports() to skip what the kernel lacks (wasted cases), and it aims lengths
  * at 128×128 tiles. A kernel that declares its dtypes, head dims and tiles gets the same campaign a
  * built-in kernel gets: problems it can run, lengths on its own tile boundaries (partial last
@@ -75,7 +76,7 @@ typedef struct {
   int32_t no_gqa;           /* nonzero: only heads_q == heads_kv */
   int32_t dv_eq_dqk;        /* nonzero: only head_dim_v == head_dim_qk */
   int64_t max_seq;          /* longest seq_q / seq_kv; 0: no limit */
-  const int64_t* head_dims; /* the head dims (Dqk, and Dv ≤ Dqk) computed, ascending */
+  const int64_t* head_dims; /* the head dims (Dqk, and Dv ≤ Dqk) computed, ascending; none: any */
   uint32_t n_head_dims;
   const int64_t* head_dim_pairs; /* n_head_dim_pairs (Dqk, Dv) pairs, 2 values each: the only ones compiled */
   uint32_t n_head_dim_pairs;

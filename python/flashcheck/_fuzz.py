@@ -219,7 +219,8 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     page_sizes, out_dtypes (of fp8 inputs: "bf16", "f16"), descales ("tensor", "head"); alibi_lse
     "exact" or "key_offset" (the kernel's ALiBi LSE convention). A variant allowed that the campaign
     cannot draw is refused (FlashcheckError naming it), never left out silently. head_dims:
-    Dqk/Dv values the kernel takes (default 16..256 as flashcheck run). causal: masks it takes, of
+    Dqk/Dv values the kernel takes (default: any, drawn up to 256, values off the multiples of 8
+    included; declare the ones your kernel compiles). causal: masks it takes, of
     "none", "top_left", "bottom_right" (default all). lse_base: "e", "2", None (writes none) or
     "auto" (one call decides whether it returns an LSE; its base is then taken as "e": a base-2 LSE
     must be declared). empty_row_lse: "-inf" or "+inf". html_dir: write an HTML report per kept
