@@ -10,6 +10,7 @@
 #include "runner/campaign.h"
 #include "testing/test_seed.h"
 #include "runner/device.h"
+#include "runner/guarded_buffer.h"
 #include "runner/harness.h"
 #include "runner/registry.h"
 
@@ -149,6 +150,17 @@ void expect_caught(const std::string& kernel, const std::string& criterion) {
   EXPECT_FALSE(o.passed) << kernel;
   auto failed = o.report.failed();
   EXPECT_NE(std::find(failed.begin(), failed.end(), criterion), failed.end()) << kernel << "\n" << to_text(o.report);
+}
+
+// An untouched buffer of any byte count, odd ones included (fp8 inputs of an odd head dim), has an
+// intact fence; one byte written past the payload is counted.
+TEST(Harness, GuardsAreIntactForEveryPayloadSizeAndCatchOneByte) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{69}, size_t{4097}}) {
+    GuardedBuffer b(Memory::host, n);
+    EXPECT_EQ(b.damaged_guard_bytes(), 0) << n << " bytes";
+    b.payload_host()[n] ^= 0x5a;  // the first byte past the payload
+    EXPECT_EQ(b.damaged_guard_bytes(), 1) << n << " bytes";
+  }
 }
 
 TEST(Harness, CatchesAWritePastTheOutput) { expect_caught("broken_oob_write", "out_of_bounds"); }
