@@ -268,7 +268,8 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
         *reinterpret_cast<uint32_t*>(sQ + swz<D>(r, dt * 8 + (lane & 3) * 2)) = v;
       }
       if (lse && (lane & 3) == 0 && q0 + r < p.seq_q)
-        lse[q0 + r] = lt > 0.0f ? (m[mt][hf] * sl2 + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+        // -inf only for a row that saw no key (lt = 0): a NaN sum (NaN or +Inf inputs) stays NaN.
+        lse[q0 + r] = lt == 0.0f ? -INFINITY : (m[mt][hf] * sl2 + log2f(lt)) * 0.6931471805599453f;
     }
   __syncthreads();
   uint16_t* O = static_cast<uint16_t*>(p.o) + (static_cast<size_t>(b) * p.heads_q + h) * p.seq_q * D;
