@@ -507,6 +507,7 @@ rc::Gen<Case> gen_case(const ProblemSpace& s) {
     c.dist = v.dist;
     if (v.scale) c.problem.scale = v.scale;
     c.seed = *rc::gen::arbitrary<uint64_t>();
+    if (s.nonfinite && !is_fp8(c.problem.dtype) && *rc::gen::inRange(0, 10) == 0) c.dist = Dist::nonfinite;
     return c;
   });
 }
@@ -560,6 +561,7 @@ void add_variant_classes(const ProblemSpace& s, const std::vector<Case>& cases, 
     classes.push_back({std::move(name), std::move(of), std::move(hit)});
   };
   if (s.head_dims.empty()) add("Dqk%8!=0", any, [](const Case& c) { return c.problem.head_dim_qk % 8 != 0; });
+  if (s.nonfinite) add("nonfinite inputs", any, [](const Case& c) { return c.dist == Dist::nonfinite; });
   if (s.windows) {
     const auto windowed = [](const Case& c) { return !c.problem.window.none(); };
     add("window", any, windowed);

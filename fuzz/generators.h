@@ -44,6 +44,10 @@ struct ProblemSpace {
   // true: most cases put Sq, Skv and Skv − Sq at tile-boundary residues and draw the hostile value
   // classes often (issue #14). false: the draw of earlier releases, kept to compare against.
   bool boundary_aware = true;
+  // One case in ten has a NaN or Inf in q, k or v (Dist::nonfinite; never fp8), for a kernel that
+  // propagates them (Capabilities::propagates_nonfinite). Drawn last, so a space without it draws
+  // the cases of before; boundary-aware draws only.
+  bool nonfinite = false;
 
   // An empty head_dims list means the kernel declares none: Dqk and Dv are then drawn from the
   // grid above half the time and from anything in 1..max_head_dim the other half, mostly values

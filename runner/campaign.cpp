@@ -43,6 +43,9 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   const bool grown = opt.load || opt.big;
   const VariantSelection& sel = opt.variants;
   auto on = [&](VariantName n) { return !grown && declares_variant(caps, n) && sel.allows(n); };
+  // Some cases carry a NaN or Inf unless the kernel declares it does not propagate them (grown
+  // cases are about load and size, drawn finite).
+  s.nonfinite = caps.propagates_nonfinite && !grown;
   s.windows = on(VariantName::window);
   s.softcap = on(VariantName::softcap);
   if (on(VariantName::alibi)) {

@@ -67,7 +67,7 @@ def sequence(Q, K, V, *, scale, causal="none", window=(-1, -1), softcap=0.0, ali
         s = s + np.asarray(slopes, dtype=np.float64)[:, None, None] * dist
     sink = np.full((hq, 1, 1), -np.inf) if sinks is None else np.asarray(sinks, np.float64)[:, None, None]
     m = np.maximum(s.max(axis=-1, keepdims=True, initial=-np.inf), sink)
-    m = np.where(np.isfinite(m), m, 0.0)
+    m = np.where(m == -np.inf, 0.0, m)  # a row that sees nothing: exp(-inf - 0) = 0 (NaN, +inf stay: the row is NaN)
     e = np.exp(s - m)
     denom = e.sum(axis=-1, keepdims=True) + np.exp(sink - m)
     empty = ~seen.any(axis=-1)[None, :, None]
