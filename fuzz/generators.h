@@ -48,6 +48,9 @@ struct ProblemSpace {
   // propagates them (Capabilities::propagates_nonfinite). Drawn last, so a space without it draws
   // the cases of before; boundary-aware draws only.
   bool nonfinite = false;
+  // Every wide_every-th case of a campaign (campaign_case's index) is made wide (fuzz/wide_grid.h:
+  // a launch grid past any GPU's resident CTAs), where the space can hold one; 0: none.
+  int64_t wide_every = 0;
 
   // An empty head_dims list means the kernel declares none: Dqk and Dv are then drawn from the
   // grid above half the time and from anything in 1..max_head_dim the other half, mostly values
