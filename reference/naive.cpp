@@ -373,11 +373,14 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
 
   for (int64_t kv0 = 0; kv0 < kv_heads;) {
     // The chunk: at least one KV head, more while they fit the threads' score budget and the
-    // pool is short of four tasks per thread.
+    // pool is short of four tasks per thread, or the chunk holds less than one thread's score
+    // budget of widened K/V: thousands of tiny heads (a wide grid: B·H of 5,000 with a few keys
+    // each) would otherwise be thousands of chunks, each a parallel region and its barriers
+    // (seconds on a loaded machine, where a waiting thread spins against the others).
     int64_t nkv = 0, doubles = 0, pool = 0;
     while (kv0 + nkv < kv_heads) {
       const int64_t more = kv_doubles(kv0 + nkv);
-      if (nkv > 0 && (doubles + more > threads * kScoreBudget || pool >= 4 * threads)) break;
+      if (nkv > 0 && (doubles + more > threads * kScoreBudget || (pool >= 4 * threads && doubles >= kScoreBudget))) break;
       doubles += more;
       pool += group * ((rows.count((kv0 + nkv) / p.heads_kv) + row_block - 1) / row_block);
       ++nkv;
@@ -457,12 +460,14 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
     {
       // Widen this chunk's KV heads once, in slabs of rows spread over the threads.
       constexpr int64_t kSlab = 512;
-      int64_t slabs_total = 0;
-      for (int64_t c = 0; c < nkv; ++c) slabs_total += (skv_of(c) + kSlab - 1) / kSlab;
+      // slab_at[c]: the first slab of head c (a binary search finds a slab's head: a chunk may
+      // hold thousands of small heads).
+      std::vector<int64_t> slab_at(static_cast<size_t>(nkv) + 1, 0);
+      for (int64_t c = 0; c < nkv; ++c) slab_at[static_cast<size_t>(c) + 1] = slab_at[static_cast<size_t>(c)] + (skv_of(c) + kSlab - 1) / kSlab;
+      const int64_t slabs_total = slab_at.back();
 #pragma omp for schedule(static)
       for (int64_t x = 0; x < slabs_total; ++x) {
-        int64_t c = 0, rest = x;
-        while (rest >= (skv_of(c) + kSlab - 1) / kSlab) rest -= (skv_of(c++) + kSlab - 1) / kSlab;
+        const int64_t c = std::upper_bound(slab_at.begin(), slab_at.end(), x) - slab_at.begin() - 1, rest = x - slab_at[static_cast<size_t>(c)];
         const int64_t skv = skv_of(c), j0 = rest * kSlab, nj = std::min(kSlab, skv - j0);
         const int64_t b = (kv0 + c) / p.heads_kv, hk = (kv0 + c) % p.heads_kv;
         const float* ks = in.k.data() + seqs.k_row(b, hk, j0);
