@@ -51,7 +51,8 @@ def reference(q, k, v, p, alignment=None):
     s = np.where(visible(p, alignment or p.causal), Q @ K.transpose(0, 1, 3, 2) * p.scale, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     m = np.where(m == -np.inf, 0.0, m)  # rows with no visible key: keep exp(-inf - 0) = 0 (NaN and +inf stay)
-    e = np.exp(s - m)
+    with np.errstate(invalid="ignore"):  # inf - inf: a row that sees an Inf input is NaN, as the oracle's
+        e = np.exp(s - m)
     return _finish(e @ V, m, e.sum(axis=-1, keepdims=True), p)
 
 
