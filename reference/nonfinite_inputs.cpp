@@ -63,29 +63,14 @@ bool scores_within(const Problem& p, const Inputs& in, const Sequences& seqs, in
   return true;
 }
 
-// The rows of sequence b that see some key, and the keys some row sees: a value planted anywhere
-// else reaches no output, and the case would test nothing.
+// The rows of sequence b that see some key: a value planted in another row's query reaches no
+// output, and the case would test nothing.
 std::vector<int64_t> seeing_rows(const Problem& p, int64_t b) {
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < p.sq(b); ++i)
     if (!visible_range(p, b, i).empty()) rows.push_back(i);
   return rows;
 }
-std::vector<int64_t> seen_keys(const Problem& p, int64_t b) {
-  std::vector<int64_t> starts(static_cast<size_t>(p.skv(b)) + 1, 0);  // +1 where a range starts, -1 past its end
-  for (int64_t i = 0; i < p.sq(b); ++i) {
-    const KeyRange r = visible_range(p, b, i);
-    if (r.empty()) continue;
-    ++starts[static_cast<size_t>(r.lo)];
-    --starts[static_cast<size_t>(r.hi)];
-  }
-  std::vector<int64_t> keys;
-  int64_t open = 0;
-  for (int64_t j = 0; j < p.skv(b); ++j)
-    if ((open += starts[static_cast<size_t>(j)]) > 0) keys.push_back(j);
-  return keys;
-}
-
 // A sequence with a row that sees a key, drawn uniformly; -1 if there is none.
 int64_t pick_sequence(const Problem& p, const CounterRng& rng) {
   std::vector<int64_t> some;
@@ -114,12 +99,12 @@ struct Planting {
     return true;
   }
 
-  void in_k() {
-    const std::vector<int64_t> keys = seen_keys(p, b);
-    const int64_t hk = pick(rng, 4, p.heads_kv), d = pick(rng, 6, p.head_dim_qk);
-    const int64_t j = keys[static_cast<size_t>(pick(rng, 5, static_cast<int64_t>(keys.size())))];
+  bool in_k() {
+    const KeyRange common = common_keys(p, b);
+    if (common.empty()) return false;
+    const int64_t hk = pick(rng, 4, p.heads_kv), d = pick(rng, 6, p.head_dim_qk), j = common.lo + pick(rng, 5, common.count());
     in.k[static_cast<size_t>(seqs.k_row(b, hk, j) + d)] = inf ? sign * kInf : std::nanf("");
-    if (!inf) return;
+    if (!inf) return true;
     // Every row that sees key j scores +Inf against it (and is NaN): q[.., d] takes the sign that
     // makes q·k·scale = +Inf, and is never 0 (0·Inf would be a NaN score: NaN too, but +Inf is
     // the case a kernel's running max must handle).
@@ -130,6 +115,7 @@ struct Planting {
         float& q = in.q[static_cast<size_t>(seqs.q_row(b, h, i) + d)];
         q = q == 0.0f ? want : std::copysign(q, want);
       }
+    return true;
   }
 
   void in_q() {
@@ -163,8 +149,8 @@ void plant_nonfinite(const Problem& p, uint64_t seed, Inputs& in) {
   // A shared page holds keys of several sequences, and what one sequence's logical keys hold would
   // reach another's through it: a problem with shared pages gets its value in q.
   const double u = p.paged() && p.page_order == PageOrder::shared ? 0.0 : rng.uniform(0);
-  if (u < 1.0 / 3) return at.in_q();
-  if (u < 2.0 / 3 || !at.in_v()) at.in_k();  // v needs a key every row sees; else k
+  // k and v need a key every row of the sequence sees; without one the value goes to q.
+  if (u < 1.0 / 3 || !(u < 2.0 / 3 ? at.in_k() : at.in_v())) at.in_q();
 }
 
 }  // namespace flashcheck

@@ -87,6 +87,32 @@ def test_nonfinite_inputs_are_drawn_and_must_propagate():
     assert ok, str(ok)
 
 
+def additive_mask(q, k, v, p):
+    """Masks by adding -inf to the scores, as torch's math backend does: a NaN score it masks stays
+    NaN. Correct on finite inputs; the non-finite cases are drawn where it is correct too."""
+    Q, K, V = kernels._inputs(q, k, v, p)
+    bias = np.where(kernels.visible(p, p.causal), 0.0, -np.inf)
+    with np.errstate(invalid="ignore"):
+        s = Q @ K.transpose(0, 1, 3, 2) * p.scale + bias
+        m = s.max(axis=-1, keepdims=True)
+        m = np.where(m == -np.inf, 0.0, m)
+        e = np.exp(s - m)
+    return kernels._finish(e @ V, m, e.sum(axis=-1, keepdims=True), p)
+
+
+def test_a_kernel_that_masks_by_addition_passes_the_nonfinite_cases():
+    seen = []
+
+    def recording(q, k, v, p):
+        seen.append(any(not np.all(np.isfinite(kernels.widen(x, p))) for x in (q, k, v)))
+        return additive_mask(q, k, v, p)
+
+    r = flashcheck.fuzz(recording, cases=120, seed=seed_for(0x26), dtypes=["f32"], max_seq=48, lse_base="e",
+                        shrink=False, verbose=False)
+    assert r and r.passed == 120, str(r)
+    assert sum(seen) >= 5, f"{sum(seen)} of {len(seen)} cases carried a NaN or Inf"
+
+
 def test_a_nonfinite_case_replays():
     r = flashcheck.fuzz(squashing, cases=80, seed=seed_for(0x25), dtypes=["f32"], max_seq=48, lse_base="e",
                         verbose=False, max_failures=1)
