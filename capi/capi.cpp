@@ -61,15 +61,20 @@ int32_t from_causal(Causal c) {
   return c == Causal::none ? FC_MASK_NONE : c == Causal::top_left ? FC_MASK_TOP_LEFT : FC_MASK_BOTTOM_RIGHT;
 }
 
+// FC_DIST_* in order: kAllDists' (the finite ones), then FC_DIST_NONFINITE.
+constexpr Dist kCDists[] = {Dist::normal,        Dist::uniform,      Dist::large,    Dist::outlier_keys,
+                            Dist::constant_rows, Dist::equal_scores, Dist::nonfinite};
+static_assert(std::size(kCDists) == FC_DIST_NONFINITE + 1 && std::size(kAllDists) == FC_DIST_NONFINITE);
+
 Dist to_dist(int32_t d) {
-  if (d < 0 || d >= static_cast<int32_t>(std::size(kAllDists))) throw InvalidArgument("dist " + std::to_string(d) + " is not an FC_DIST_*");
-  return kAllDists[d];  // FC_DIST_* follow kAllDists' order
+  if (d < 0 || d >= static_cast<int32_t>(std::size(kCDists))) throw InvalidArgument("dist " + std::to_string(d) + " is not an FC_DIST_*");
+  return kCDists[d];
 }
 
 int32_t from_dist(Dist d) {
-  for (size_t i = 0; i < std::size(kAllDists); ++i)
-    if (kAllDists[i] == d) return static_cast<int32_t>(i);
-  return FC_DIST_NORMAL;
+  for (size_t i = 0; i < std::size(kCDists); ++i)
+    if (kCDists[i] == d) return static_cast<int32_t>(i);
+  throw std::logic_error("a distribution without an FC_DIST_* value: " + std::string(to_string(d)));
 }
 
 EmptyRowLse to_empty(int32_t e) {
@@ -89,6 +94,10 @@ AlibiLse to_alibi_lse(int32_t a) {
 constexpr size_t kCheckOptionsApi2 = offsetof(fc_check_options, alibi_lse);
 constexpr size_t kFuzzOptionsApi2 = offsetof(fc_fuzz_options, windows);
 static_assert(kCheckOptionsApi2 == 48 && kFuzzOptionsApi2 == 136, "API 2's layouts are frozen");
+// API 3's fc_fuzz_options ended at alibi_lse and its tail padding (now a reserved field): what a
+// binary built against API 3 sets struct_size to, and what fc_fuzz_options_init2 writes.
+constexpr size_t kFuzzOptionsApi3 = offsetof(fc_fuzz_options, equal_lengths);
+static_assert(kFuzzOptionsApi3 == 200, "API 3's layout is frozen");
 
 fc_check_options check_defaults() {
   fc_check_options o{};
@@ -128,6 +137,9 @@ fc_fuzz_options fuzz_defaults() {
   o.progress = 0;
   o.layouts = 1u << FC_BHSD;
   o.alibi_lse = FC_LSE_ALIBI_EXACT;
+  o.equal_lengths = 0;
+  o.nonfinite = 1;
+  o.seq_multiple = 1;
   return o;
 }
 
@@ -210,6 +222,11 @@ Capabilities caps_from(const fc_fuzz_options& o) {
     c.descales.push_back(d == FC_DESCALE_PER_TENSOR ? Descale::tensor : Descale::head);
   }
   c.alibi_lse = to_alibi_lse(o.alibi_lse);
+  // API 4's declared limits (an older struct has the defaults: none, and non-finite inputs drawn).
+  if (o.seq_multiple < 1) throw InvalidArgument("seq_multiple must be at least 1, got " + std::to_string(o.seq_multiple));
+  c.equal_lengths = o.equal_lengths != 0;
+  c.seq_multiple = o.seq_multiple;
+  c.propagates_nonfinite = o.nonfinite != 0;
   return c;
 }
 
@@ -431,8 +448,8 @@ fc_status fc_make_inputs(const fc_attention* pa, int32_t dist, uint64_t seed, vo
 }
 
 const char* fc_dist_name(int32_t dist) {
-  if (dist < 0 || dist >= static_cast<int32_t>(std::size(kAllDists))) return nullptr;
-  return to_string(kAllDists[dist]).data();  // string_views of literals: NUL-terminated
+  if (dist < 0 || dist >= static_cast<int32_t>(std::size(kCDists))) return nullptr;
+  return to_string(kCDists[dist]).data();  // string_views of literals: NUL-terminated
 }
 
 // A binary built against API 2 passes a struct of API 2's size: this writes that much and no more.
@@ -573,6 +590,16 @@ void fc_fuzz_options_init(fc_fuzz_options* o) {
 }
 
 void fc_fuzz_options_init2(fc_fuzz_options* o) {
+  if (!o) return;
+  caught(0, [&] {
+    fc_fuzz_options d = fuzz_defaults();
+    d.struct_size = static_cast<uint32_t>(kFuzzOptionsApi3);
+    std::memcpy(o, &d, kFuzzOptionsApi3);
+    return 0;
+  });
+}
+
+void fc_fuzz_options_init3(fc_fuzz_options* o) {
   if (!o) return;
   caught(0, [&] {
     *o = fuzz_defaults();

@@ -595,12 +595,16 @@ TEST(CApi2, ACallerOfApi2StillWorks) {
 struct Kernel2 {
   std::vector<std::string> seen;
   bool broken = false;  // one element of o off by more than the output's scale
-  static void write(const std::vector<double>& src, const fc_tensor_view& dst) {
+  // `rows`: for a packed (THD) batch, the tokens that are some row's (cu_seqlens_q[B]); the padding
+  // after them is no row's output and is not written. -1: every element is.
+  static void write(const std::vector<double>& src, const fc_tensor_view& dst, int64_t rows, bool lse) {
     int64_t n = 1;
     for (int i = 0; i < dst.ndim; ++i) n *= dst.shape[i];
     const DType d = static_cast<DType>(dst.dtype);
     for (int64_t flat = 0; flat < n; ++flat) {
-      if (std::isnan(src[static_cast<size_t>(flat)])) continue;  // THD padding: no row's output, not written
+      // o [Tq, Hq, Dv], lse [Hq, Tq]: the token of the element.
+      const int64_t token = lse ? flat % dst.shape[dst.ndim - 1] : flat / (dst.shape[1] * dst.shape[2]);
+      if (rows >= 0 && token >= rows) continue;
       int64_t rest = flat, off = 0;
       for (int i = dst.ndim - 1; i >= 0; --i) {
         off += (rest % dst.shape[i]) * dst.strides[i];
@@ -638,8 +642,10 @@ struct Kernel2 {
         if (std::isfinite(x)) scale = std::max(scale, std::abs(x));
       o[o.size() / 2] += 1.0 + 2.0 * scale;
     }
-    write(o, t->o);
-    if (t->lse.data) write(lse, t->lse);
+    // NaN where a row sees a NaN input is that row's output (dist=nonfinite) and is written.
+    const int64_t rows = a->layout == FC_THD ? a->cu_seqlens_q[a->batch] : -1;
+    write(o, t->o, rows, false);
+    if (t->lse.data) write(lse, t->lse, rows, true);
     return 0;
   }
 };

@@ -178,7 +178,8 @@ TEST(CApi, ProblemLinesAndInputsRoundTrip) {
   EXPECT_EQ(encoded(p.dtype, in.k), std::vector<uint8_t>(reinterpret_cast<uint8_t*>(k.data()),
                                                           reinterpret_cast<uint8_t*>(k.data() + k.size())));
   EXPECT_STREQ(fc_dist_name(FC_DIST_EQUAL_SCORES), "equal_scores");
-  EXPECT_EQ(fc_dist_name(6), nullptr);
+  EXPECT_STREQ(fc_dist_name(FC_DIST_NONFINITE), "nonfinite");  // API 4
+  EXPECT_EQ(fc_dist_name(FC_DIST_NONFINITE + 1), nullptr);
 }
 
 // A callback kernel: the blocked replica, optionally broken, recording every problem it is given.

@@ -37,8 +37,10 @@ extern "C" {
 
 /* 2: FC_CALLBACK_DECLINE. 3: problem model 2 (fc_attention2, fc_tensor_view, fc_check2,
  * fc_reference, fc_make_inputs2, fc_fuzz2 over fc_kernel_callback2) and the options' API 3 fields;
- * every API 2 entry keeps its behaviour and its structs' API 2 layout. */
-#define FLASHCHECK_API_VERSION 3u
+ * every API 2 entry keeps its behaviour and its structs' API 2 layout. 4: fc_fuzz_options' declared
+ * limits (equal_lengths, seq_multiple, nonfinite; fc_fuzz_options_init3), FC_DIST_NONFINITE, and
+ * head_dims NULL meaning any head dim. */
+#define FLASHCHECK_API_VERSION 4u
 uint32_t fc_api_version(void);
 
 /* Status codes. */
@@ -80,6 +82,9 @@ const char* fc_last_error(void);
 #define FC_DIST_OUTLIER_KEYS 3
 #define FC_DIST_CONSTANT_ROWS 4
 #define FC_DIST_EQUAL_SCORES 5
+/* N(0,1) with one NaN or Inf in q, k or v, where the oracle's propagation is every correct kernel's
+ * (since API 4): a campaign draws it for a kernel that does not declare nonfinite = 0. */
+#define FC_DIST_NONFINITE 6
 /* Problem model 2 (API 3). The names differ from the plugin ABI's enumerators (FC_LAYOUT_BHSD, ...)
  * so that both headers can be included in one file; the values are the same. */
 /* Where q, k, v, o live: [B,H,S,D], [B,S,H,D] (FlashAttention's native), packed [T,H,D]. */
@@ -340,11 +345,21 @@ typedef struct {
   uint32_t out_dtypes;         /* fp8 inputs: 1u << FC_BF16 | 1u << FC_F16; 0: bf16 */
   uint32_t descales;           /* 1u << FC_DESCALE_PER_TENSOR | 1u << FC_DESCALE_PER_HEAD; 0: none */
   int32_t alibi_lse;           /* FC_LSE_ALIBI_EXACT (default) | FC_LSE_ALIBI_KEY_OFFSET */
+  /* API 4: limits the kernel declares; problems are drawn within them, so a kernel that takes only
+   * some shapes declines none (read only when struct_size covers them; fc_fuzz_options_init3). */
+  int32_t reserved_api3_padding; /* was the struct's tail padding in API 3: never read */
+  int32_t equal_lengths;       /* every sequence has Sq == Skv (keys used); default 0 */
+  int32_t nonfinite;           /* 1 (default): the kernel propagates NaN/Inf in q, k, v as the oracle
+                                * does (a NaN a row sees makes it NaN), and about one case in ten
+                                * carries one (FC_DIST_NONFINITE); 0: finite inputs only */
+  int64_t seq_multiple;        /* every sequence length a multiple of this; default 1 */
 } fc_fuzz_options;
 /* API 2's fields only, struct_size = their size: what a binary built against API 2 calls. */
 void fc_fuzz_options_init(fc_fuzz_options* opt);
-/* Every field of this header's fc_fuzz_options (since API 3). */
+/* API 3's fields (struct_size = their size): what a binary built against API 3 calls. */
 void fc_fuzz_options_init2(fc_fuzz_options* opt);
+/* Every field of this header's fc_fuzz_options (since API 4). */
+void fc_fuzz_options_init3(fc_fuzz_options* opt);
 
 /* A drawn case: the problem (scale NaN when it is the default), the input distribution and seed
  * (fc_make_inputs rebuilds the inputs). */

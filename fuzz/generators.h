@@ -44,6 +44,13 @@ struct ProblemSpace {
   // true: most cases put Sq, Skv and Skv − Sq at tile-boundary residues and draw the hostile value
   // classes often (issue #14). false: the draw of earlier releases, kept to compare against.
   bool boundary_aware = true;
+  // One case in ten has a NaN or Inf in q, k or v (Dist::nonfinite; never fp8), for a kernel that
+  // propagates them (Capabilities::propagates_nonfinite). Drawn last, so a space without it draws
+  // the cases of before; boundary-aware draws only.
+  bool nonfinite = false;
+  // Every wide_every-th case of a campaign (campaign_case's index) is made wide (fuzz/wide_grid.h:
+  // a launch grid past any GPU's resident CTAs), where the space can hold one; 0: none.
+  int64_t wide_every = 0;
 
   // An empty head_dims list means the kernel declares none: Dqk and Dv are then drawn from the
   // grid above half the time and from anything in 1..max_head_dim the other half, mostly values

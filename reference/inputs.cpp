@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "reference/big_vector.h"
+#include "reference/nonfinite_inputs.h"
 #include "reference/rng.h"
 #include "reference/storage.h"
 
@@ -18,6 +19,7 @@ std::string_view to_string(Dist d) {
     case Dist::outlier_keys: return "outlier_keys";
     case Dist::constant_rows: return "constant_rows";
     case Dist::equal_scores: return "equal_scores";
+    case Dist::nonfinite: return "nonfinite";
   }
   return "?";
 }
@@ -25,6 +27,7 @@ std::string_view to_string(Dist d) {
 Dist parse_dist(std::string_view s) {
   for (Dist d : kAllDists)
     if (to_string(d) == s) return d;
+  if (s == to_string(Dist::nonfinite)) return Dist::nonfinite;
   throw std::invalid_argument("unknown distribution '" + std::string(s) + "'");
 }
 
@@ -84,7 +87,8 @@ std::vector<float> fill(const Problem& p, int64_t rows, int64_t dim, uint64_t se
       uint64_t idx = static_cast<uint64_t>(r * dim + c);
       double x = 0;
       switch (dist) {
-        case Dist::normal: x = rng.normal(idx); break;
+        case Dist::normal:
+        case Dist::nonfinite: x = rng.normal(idx); break;  // its NaN or Inf is planted after (plant_nonfinite)
         case Dist::uniform: x = 2.0 * rng.uniform(idx) - 1.0; break;
         case Dist::large: x = rng.normal(idx) * large_scale(p.dtype); break;
         case Dist::outlier_keys: x = rng.normal(idx) * row_factor; break;
@@ -288,6 +292,7 @@ Inputs make_inputs(const Problem& p, uint64_t seed, Dist dist) {
     in.k = fill(p, p.total_kv() * p.heads_kv, p.head_dim_qk, seed, 2, dist, true, kseg);
     in.v = fill(p, p.total_kv() * p.heads_kv, p.head_dim_v, seed, 3, dist, false, kseg);
   }
+  if (dist == Dist::nonfinite) plant_nonfinite(p, seed, in);
   return in;
 }
 

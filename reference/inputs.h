@@ -19,9 +19,14 @@ enum class Dist {
   outlier_keys,   // N(0,1), with about 1 key row in 16 scaled by 256
   constant_rows,  // every row of q, k and v is one repeated value
   equal_scores,   // every key row identical: all scores of a row tie, softmax is uniform
+  // N(0,1) with one NaN or Inf in q, k or v, placed where the oracle's propagation is every correct
+  // kernel's (reference/nonfinite_inputs.h). Drawn for kernels that do not declare otherwise
+  // (Capabilities::propagates_nonfinite); not in kAllDists, the finite distributions.
+  nonfinite,
 };
 std::string_view to_string(Dist d);
 Dist parse_dist(std::string_view s);
+// The finite distributions (properties that need finite inputs draw from these).
 inline constexpr Dist kAllDists[] = {Dist::normal, Dist::uniform, Dist::large,
                                      Dist::outlier_keys, Dist::constant_rows, Dist::equal_scores};
 

@@ -405,11 +405,14 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
 
   for (int64_t kv0 = 0; kv0 < kv_heads;) {
     // The chunk: at least one KV head, more while they fit the threads' score budget and the
-    // pool is short of four tasks per thread.
+    // pool is short of four tasks per thread, or the chunk holds less than one thread's score
+    // budget of widened K/V: thousands of tiny heads (a wide grid: B·H of 5,000 with a few keys
+    // each) would otherwise be thousands of chunks, each a parallel region and its barriers
+    // (seconds on a loaded machine, where a waiting thread spins against the others).
     int64_t nkv = 0, doubles = 0, pool = 0;
     while (kv0 + nkv < kv_heads) {
       const int64_t more = kv_doubles(kv0 + nkv);
-      if (nkv > 0 && (doubles + more > threads * kScoreBudget || pool >= 4 * threads)) break;
+      if (nkv > 0 && (doubles + more > threads * kScoreBudget || (pool >= 4 * threads && doubles >= kScoreBudget))) break;
       doubles += more;
       pool += group * ((rows.count((kv0 + nkv) / p.heads_kv) + row_block - 1) / row_block);
       ++nkv;

@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "fuzz/wide_grid.h"
 #include "runner/harness.h"
 #include "runner/shrink_candidates.h"
 #include "verify/judge.h"
@@ -43,6 +44,12 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   const bool grown = opt.load || opt.big;
   const VariantSelection& sel = opt.variants;
   auto on = [&](VariantName n) { return !grown && declares_variant(caps, n) && sel.allows(n); };
+  // Some cases carry a NaN or Inf unless the kernel declares it does not propagate them (grown
+  // cases are about load and size, drawn finite).
+  s.nonfinite = caps.propagates_nonfinite && !grown;
+  // A few cases of every campaign launch grids wider than a GPU's resident CTAs (grown ones are
+  // large already, in lengths).
+  s.wide_every = grown ? 0 : kWideGridEvery;
   s.windows = on(VariantName::window);
   s.softcap = on(VariantName::softcap);
   if (on(VariantName::alibi)) {
@@ -164,17 +171,30 @@ Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   z ^= z >> 31;
+  if (space.wide_every > 0 && index % space.wide_every == space.wide_every - 1) {
+    // A wide case is a dense batch (batch entries are what it multiplies): drawn from the space
+    // without listed batches (varlen, paged caches, seqused), where the space has dense layouts.
+    ProblemSpace dense = space;
+    std::erase(dense.layouts, Layout::thd);
+    dense.paged = dense.seqused = false;
+    if (!dense.layouts.empty())
+      if (std::optional<Case> wide = wide_case(gen_case(dense)(rc::Random(z), rc::kNominalSize).value(), dense)) return *wide;
+  }
   return gen_case(space)(rc::Random(z), rc::kNominalSize).value();
 }
 
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index, const VariantSelection& sel) {
   if (sel.required.empty()) return campaign_case(space, seed, index);
+  // Wide cases are dense: where every case must be a listed batch, none is drawn wide.
+  ProblemSpace s = space;
+  if (sel.required.count(VariantName::varlen) || sel.required.count(VariantName::paged) || sel.required.count(VariantName::seqused))
+    s.wide_every = 0;
   // Each variant is on in about half the draws: redrawing until every required one is on takes
   // 2^k draws for k of them, and drawing is cheap (no inputs yet). Attempt a of case i is a case of
   // its own seed, so case i stays the same in every shard.
   constexpr int kAttempts = 1 << 14;
   for (int a = 0; a < kAttempts; ++a) {
-    Case c = campaign_case(space, seed ^ (0xA24BAED4963EE407ULL * static_cast<uint64_t>(a + 1)), index);
+    Case c = campaign_case(s, seed ^ (0xA24BAED4963EE407ULL * static_cast<uint64_t>(a + 1)), index);
     if (sel.meets(c.problem)) return c;
   }
   throw CannotTest("no case with every required variant could be drawn in " + std::to_string(kAttempts) +

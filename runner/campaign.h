@@ -194,8 +194,11 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
                      OracleChoice oracle = OracleChoice::automatic);
 // The problem space a variant declares, within the campaign's limits.
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt);
-// Case number `index` of the campaign (the same on every machine for the same seed).
+// Case number `index` of the campaign (the same on every machine for the same seed). Every
+// space.wide_every-th (index % wide_every == wide_every - 1) is made wide (fuzz/wide_grid.h).
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index);
+// How often a default campaign makes a case wide: cases 24, 49, 74 and 99 of 100.
+inline constexpr int64_t kWideGridEvery = 25;
 // The same, redrawn until the case has every variant `sel` requires (throws CannotTest if none
 // comes in many attempts).
 Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index, const VariantSelection& sel);

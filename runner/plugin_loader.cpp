@@ -123,6 +123,11 @@ void check_space2(const std::string& at, const fc_space2& s) {
   if (static_cast<int>(s.alibi_lse) < 0 || static_cast<int>(s.alibi_lse) > 1)
     fail("alibi_lse = " + std::to_string(static_cast<int>(s.alibi_lse)) +
          " is out of range (FC_ALIBI_LSE_EXACT 0, FC_ALIBI_LSE_KEY_OFFSET 1)");
+  if (s.struct_size >= offsetof(fc_space2, seq_multiple) + sizeof(s.seq_multiple)) {  // ABI 2.1's limits
+    mask("limit_mask", s.limit_mask, FC_LIMIT_EQUAL_LENGTHS | FC_LIMIT_FINITE_INPUTS, "FC_LIMIT_EQUAL_LENGTHS, FC_LIMIT_FINITE_INPUTS");
+    if (s.seq_multiple < 0 || s.seq_multiple > (int64_t{1} << 30))
+      fail("seq_multiple = " + std::to_string(s.seq_multiple) + " is out of range (0 or 1: any; up to 2^30)");
+  }
 }
 
 // The fields both ABIs' kernels have, checked before a kernel of the plugin is used: a name is

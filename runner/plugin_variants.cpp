@@ -191,6 +191,11 @@ class Plugin2Variant final : public Variant {
     caps_.window_convention = s.window_convention == FC_WINDOW_LEFT_EXCLUSIVE ? WindowConvention::left_exclusive
                                                                                : WindowConvention::inclusive;
     caps_.alibi_lse = s.alibi_lse == FC_ALIBI_LSE_KEY_OFFSET ? AlibiLse::key_offset : AlibiLse::exact;
+    if (s.struct_size >= offsetof(fc_space2, seq_multiple) + sizeof(s.seq_multiple)) {  // 2.1
+      caps_.equal_lengths = s.limit_mask & FC_LIMIT_EQUAL_LENGTHS;
+      caps_.propagates_nonfinite = !(s.limit_mask & FC_LIMIT_FINITE_INPUTS);
+      caps_.seq_multiple = std::max<int64_t>(1, s.seq_multiple);
+    }
   }
   std::shared_ptr<void> lib_;
   const fc_kernel2* k_;

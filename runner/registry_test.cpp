@@ -167,6 +167,23 @@ TEST(Harness, CatchesAWritePastTheOutput) { expect_caught("broken_oob_write", "o
 TEST(Harness, CatchesAnUnwrittenRow) { expect_caught("broken_unwritten_row", "unwritten"); }
 TEST(Harness, CatchesAnLseInTheWrongBase) { expect_caught("broken_lse_base", "lse"); }
 
+// A buffer of an odd byte count (fp8 inputs with an odd head dim: 1 byte per element) is fenced
+// like any other: untouched, no canary byte reads as damaged (its last byte was never filled, and
+// every fp8 problem of odd size reported out_of_bounds: a false alarm), and one byte written past
+// the payload is counted.
+TEST(Harness, OddSizedBuffersAreFencedWhole) {
+  for (size_t payload : {size_t{1}, size_t{3}, size_t{151}, size_t{4096}}) {
+    GuardedBuffer untouched(Memory::host, payload);
+    EXPECT_EQ(untouched.damaged_guard_bytes(), 0) << payload << " bytes";
+    GuardedBuffer overrun(Memory::host, payload);
+    overrun.payload_host()[payload] ^= 0xFF;
+    EXPECT_EQ(overrun.damaged_guard_bytes(), 1) << payload << " bytes";
+  }
+  const CaseOutcome o = run_case(*Registry::builtin().find("replica"),
+                                 Case{parse_problem("b=1 hq=1 hkv=1 sq=1 skv=1 d=3 dtype=e4m3 odtype=f16"), Dist::normal, 5}, 4096);
+  EXPECT_TRUE(o.passed) << to_text(o.report);
+}
+
 TEST(Campaign, FailuresShrinkToASmallerProblemThatStillFails) {
   auto kernels = load_plugin(FLASHCHECK_BROKEN_PLUGINS);
   std::shared_ptr<Variant> v;

@@ -85,36 +85,42 @@ RowSet sample_row_set(const Problem& p, int64_t count, int64_t edge, int64_t til
 std::vector<std::vector<int64_t>> suspect_rows(const Problem& p, std::span<const float> o,
                                                std::optional<std::span<const float>> lse, int64_t cap) {
   const Sequences seqs(p);
-  const int64_t dv = p.head_dim_v;
+  const int64_t dv = p.head_dim_v, total = seqs.total_q();
   const DType odt = p.o_dtype();
+  // One flag per row of every sequence, set by one parallel loop over them all: a region per
+  // sequence would fork and join thousands of times for a wide batch (slow wherever other threads
+  // compete for the cores, e.g. beside numpy's BLAS in Python), one long head still spreads over
+  // every thread (a --big output holds 2^31 elements).
+  std::vector<char> flag(static_cast<size_t>(total), 0);
+  std::vector<int64_t> starts(static_cast<size_t>(p.batch));
+  for (int64_t b = 0; b < p.batch; ++b) starts[static_cast<size_t>(b)] = seqs.q0(b);
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < total; ++t) {
+    const int64_t b = std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1, i = t - seqs.q0(b);
+    const bool sees = !visible_range(p, b, i).empty();
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const int64_t at = seqs.lse_at(b, h, i);
+      const float* row = o.data() + at * dv;
+      bool poison = false, nonfinite = false, zeros = dv > 0;
+      for (int64_t c = 0; c < dv; ++c) {
+        poison |= is_poison(odt, row[c]);
+        nonfinite |= !std::isfinite(row[c]);
+        zeros &= row[c] == 0.0f;
+      }
+      if (lse) {
+        const float l = (*lse)[static_cast<size_t>(at)];
+        poison |= is_poison(DType::f32, l);
+        nonfinite |= !std::isfinite(l);
+      }
+      // A row that sees no key is zero with an infinite LSE by convention: only poison gives it away.
+      if (poison || (sees && (nonfinite || zeros))) flag[static_cast<size_t>(t)] = 1;
+    }
+  }
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(p.batch));
   for (int64_t b = 0; b < p.batch; ++b) {
-    std::vector<char> flag(static_cast<size_t>(seqs.sq(b)), 0);
-    // Over rows, each flagged by its own iteration: one long sequence of one head is still spread
-    // over every thread (a --big output holds 2^31 elements).
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < seqs.sq(b); ++i)
-      for (int64_t h = 0; h < p.heads_q; ++h) {
-        const int64_t at = seqs.lse_at(b, h, i);
-        const float* row = o.data() + at * dv;
-        const bool sees = !visible_range(p, b, i).empty();
-        bool poison = false, nonfinite = false, zeros = dv > 0;
-        for (int64_t c = 0; c < dv; ++c) {
-          poison |= is_poison(odt, row[c]);
-          nonfinite |= !std::isfinite(row[c]);
-          zeros &= row[c] == 0.0f;
-        }
-        if (lse) {
-          const float l = (*lse)[static_cast<size_t>(at)];
-          poison |= is_poison(DType::f32, l);
-          nonfinite |= !std::isfinite(l);
-        }
-        // A row that sees no key is zero with an infinite LSE by convention: only poison gives it away.
-        if (poison || (sees && (nonfinite || zeros))) flag[static_cast<size_t>(i)] = 1;
-      }
     std::vector<int64_t>& rows = out[static_cast<size_t>(b)];
     for (int64_t i = 0; i < seqs.sq(b); ++i)
-      if (flag[static_cast<size_t>(i)]) rows.push_back(i);
+      if (flag[static_cast<size_t>(seqs.q0(b) + i)]) rows.push_back(i);
     if (static_cast<int64_t>(rows.size()) > cap) {  // an output wrong everywhere: an even spread of it
       std::vector<int64_t> spread;
       for (int64_t k = 0; k < cap; ++k) spread.push_back(rows[static_cast<size_t>(k * static_cast<int64_t>(rows.size()) / cap)]);

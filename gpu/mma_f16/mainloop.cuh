@@ -389,8 +389,9 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
         *reinterpret_cast<uint32_t*>(sQ + swz<D>(r, dt * 8 + (lane & 3) * 2)) = v;
       }
       if (lse && (lane & 3) == 0 && late->q0 + r < late->sq)
+        // -inf only for a row that saw no key (lt = 0): a NaN sum (NaN or +Inf inputs) stays NaN.
         *rows.lse_row(p, lse, late->q0 + r) =
-            lt > 0.0f ? (sink_max ? sink2 + log2f(lt) : m[mt][hf] * sl2 + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+            lt == 0.0f ? -INFINITY : (sink_max ? sink2 + log2f(lt) : m[mt][hf] * sl2 + log2f(lt)) * 0.6931471805599453f;
     }
   __syncthreads();
   uint16_t* O = rows.o(p, late->b);

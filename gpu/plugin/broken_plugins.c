@@ -173,6 +173,38 @@ static int softcap_late(const fc_problem2* p, const fc_forward_args* a) {
   return 0;
 }
 
+/* Correct, then writes 0 over every NaN and Inf of o and every NaN of lse (an empty row's -inf
+ * stays): a kernel that hides bad inputs
+ * (FlashAttention-style epilogues that turn a NaN row sum into an empty row do the same). Dense
+ * problems only (it walks the buffers whole). Caught on the cases that carry a NaN or Inf
+ * (nan_inf_positions); declared with FC_LIMIT_FINITE_INPUTS it is drawn none and passes. */
+static int squash_supports(const fc_problem2* p) {
+  return supports2(p) && p->layout == FC_LAYOUT_BHSD && !p->varlen && !p->has_seqused_kv && p->page_size == 0 &&
+         p->dtype <= FC_DTYPE_BF16;
+}
+static int nan_squash(const fc_problem2* p, const fc_forward_args* a) {
+  const int rc = base2(p, a);
+  if (rc) return rc;
+  for (int64_t i = 0; i < a->o.numel; ++i) {
+    if (p->out_dtype == FC_DTYPE_F32) {
+      float* x = (float*)a->o.data + i;
+      if (!isfinite(*x)) *x = 0.0f;
+    } else {
+      uint16_t* x = (uint16_t*)a->o.data + i;
+      const uint16_t exponent = p->out_dtype == FC_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+      if ((*x & exponent) == exponent) *x = 0;
+    }
+  }
+  for (int64_t i = 0; a->lse.data && i < a->lse.numel; ++i)
+    if (isnan(((float*)a->lse.data)[i])) ((float*)a->lse.data)[i] = 0.0f;
+  return 0;
+}
+/* Declares Sq = Skv and lengths in multiples of 16 (ABI 2.1's limits) and takes nothing else: a
+ * campaign must hand it only such problems (no case declined). */
+static int limits_supports(const fc_problem2* p) {
+  return squash_supports(p) && p->max_seqlen_q == p->max_seqlen_kv && p->max_seqlen_q % 16 == 0;
+}
+
 #define ALL_VARIANTS \
   FC_VARIANT_WINDOW | FC_VARIANT_SOFTCAP | FC_VARIANT_ALIBI_PER_BATCH | FC_VARIANT_SINKS | FC_VARIANT_SEQUSED | FC_VARIANT_PAGED
 #define SPACE2(name, layouts, variants, convention, alibi_lse)                                                           \
@@ -185,6 +217,13 @@ SPACE2(kDenseKeyOffset, 3u, FC_VARIANT_WINDOW | FC_VARIANT_SOFTCAP | FC_VARIANT_
 SPACE2(kDenseExact, 3u, FC_VARIANT_WINDOW | FC_VARIANT_SOFTCAP | FC_VARIANT_ALIBI_PER_BATCH, FC_WINDOW_INCLUSIVE,
        FC_ALIBI_LSE_EXACT);
 SPACE2(kDenseSoftcap, 1u, FC_VARIANT_WINDOW | FC_VARIANT_SOFTCAP, FC_WINDOW_INCLUSIVE, FC_ALIBI_LSE_EXACT);
+/* ABI 2.1: plain attention in bhsd within declared limits. */
+#define LIMITED(name, limits, multiple)                                                                                  \
+  static const fc_space2 name = {sizeof(fc_space2), 7u, 0, 0, 0, 1 << 20, NULL, 0, NULL, 0, NULL, 0, 1u, 0, 0, 0, 0, NULL, 0, \
+                                 FC_WINDOW_INCLUSIVE, FC_ALIBI_LSE_EXACT, limits, multiple}
+LIMITED(kDense, 0u, 0);
+LIMITED(kDenseFinite, FC_LIMIT_FINITE_INPUTS, 0);
+LIMITED(kEqualBy16, FC_LIMIT_EQUAL_LENGTHS, 16);
 
 #define KERNEL2(name, sup, fn, space) \
   { FLASHCHECK_PLUGIN_ABI2_VERSION, sizeof(fc_kernel2), name, FC_MEMORY_HOST, FC_LSE_BASE_2, FC_EMPTY_LSE_NEG_INF, sup, fn, 0, &space, 0, 0 }
@@ -199,6 +238,9 @@ static const fc_kernel2 kBroken2[] = {
     KERNEL2("variant_alibi_key_offset", dense_alibi_only, alibi_key_offset, kDenseKeyOffset),
     KERNEL2("broken_input_write", supports2, input_write, kEvery),
     KERNEL2("broken_softcap_late", softcap_late_supports, softcap_late, kDenseSoftcap),
+    KERNEL2("broken_nan_squash", squash_supports, nan_squash, kDense),
+    KERNEL2("variant_nan_squash_declared", squash_supports, nan_squash, kDenseFinite),
+    KERNEL2("variant_limits", limits_supports, base2, kEqualBy16),
 };
 
 const fc_kernel2* flashcheck_get_kernel2(uint32_t index) {

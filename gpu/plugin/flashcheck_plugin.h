@@ -234,7 +234,17 @@ typedef struct {
   uint32_t n_page_sizes;
   fc_window_convention window_convention;
   fc_alibi_lse alibi_lse;
+  /* 2.1: limits (read only when struct_size covers them; zero declares none). */
+  uint32_t limit_mask;       /* FC_LIMIT_* */
+  int64_t seq_multiple;      /* every sequence length (queries, keys stored and used) a multiple of this; 0, 1: any */
 } fc_space2;
+
+/* Limits a kernel declares (fc_space2::limit_mask, ABI 2.1): campaigns draw within them. */
+#define FC_LIMIT_EQUAL_LENGTHS (1u << 0) /* every sequence has as many keys (used) as queries */
+/* NaN or Inf in q, k or v is not propagated as flashcheck's oracle does (a NaN a row sees makes
+ * that row NaN; a key a row does not see never reaches it): campaigns draw finite inputs only.
+ * Without it, some cases carry one NaN or Inf. */
+#define FC_LIMIT_FINITE_INPUTS (1u << 1)
 
 /* Kernel flags (fc_kernel2::flags). */
 #define FC_KERNEL_DETERMINISTIC_BACKWARD (1u << 0) /* backward is bitwise reproducible when asked */

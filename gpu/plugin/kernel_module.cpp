@@ -317,6 +317,8 @@ void declare2(Exported& e, const Capabilities& c) {
   }
   s.window_convention = c.window_convention == WindowConvention::left_exclusive ? FC_WINDOW_LEFT_EXCLUSIVE : FC_WINDOW_INCLUSIVE;
   s.alibi_lse = c.alibi_lse == AlibiLse::key_offset ? FC_ALIBI_LSE_KEY_OFFSET : FC_ALIBI_LSE_EXACT;
+  s.limit_mask = (c.equal_lengths ? FC_LIMIT_EQUAL_LENGTHS : 0u) | (c.propagates_nonfinite ? 0u : FC_LIMIT_FINITE_INPUTS);
+  s.seq_multiple = c.seq_multiple;
 }
 
 std::vector<Exported>& exported() {

@@ -89,7 +89,8 @@ __global__ void __launch_bounds__(RowwiseTraits::kBlockQ) rowwise_f32_kernel(Fwd
   float* O = static_cast<float*>(p.o) + ((static_cast<size_t>(b) * p.heads_q + h) * p.seq_q + row) * dv;
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row with no visible key: O = 0, never 0/0
   for (int c = 0; c < dv; ++c) O[c] = o_row[c] * inv;
-  if (p.lse) p.lse[(static_cast<size_t>(b) * p.heads_q + h) * p.seq_q + row] = l > 0.0f ? m + logf(l) : -INFINITY;
+  // -inf only for a row that saw no key (l = 0): a NaN sum (NaN or +Inf inputs) stays NaN.
+  if (p.lse) p.lse[(static_cast<size_t>(b) * p.heads_q + h) * p.seq_q + row] = l == 0.0f ? -INFINITY : m + logf(l);
 }
 
 void launch_rowwise_f32(const FwdParams& p, void* stream) {

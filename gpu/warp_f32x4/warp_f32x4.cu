@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(WarpF32x4Traits<DP>::kThreads, 1) warp_f32x4_k
     }
     if (p.lse && g == 0)
       p.lse[(static_cast<size_t>(b) * p.heads_q + h) * p.seq_q + row[i]] =
-          lt > 0.0f ? (m[i] + log2f(lt)) * 0.6931471805599453f : -INFINITY;  // natural log
+          lt == 0.0f ? -INFINITY : (m[i] + log2f(lt)) * 0.6931471805599453f;  // natural log; NaN stays NaN
   }
 }
 

@@ -40,7 +40,8 @@ __device__ __forceinline__ void wgmma_epilogue(const WgmmaSmem<T>& sm, const Fwd
     }
     const int row = row_wg + r;
     if (lse && (lane & 3) == 0 && row < p.seq_q)
-      lse[row] = lt > 0.0f ? (st.m[hf] * p.scale * 1.4426950408889634f + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+      // -inf only for a row that saw no key (lt = 0): a NaN sum (NaN or +Inf inputs) stays NaN.
+      lse[row] = lt == 0.0f ? -INFINITY : (st.m[hf] * p.scale * 1.4426950408889634f + log2f(lt)) * 0.6931471805599453f;
   }
   sync::named_sync(kBarEpilogue + cw, 128);
   uint16_t* O = static_cast<uint16_t*>(p.o) + bh * p.seq_q * Dv;

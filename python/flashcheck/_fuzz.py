@@ -197,7 +197,8 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
          shrink=True, max_failures=1, fail_fast=False, tile_q=128, tile_kv=128, max_rows=4096, max_work=3e7,
          html_dir=None, verbose=True, progress=None, supports=None, windows=False, softcap=False, alibi=None,
          alibi_per_batch=False, sinks=False, layouts=None, seqused=False, paged=False, page_sizes=None,
-         out_dtypes=None, descales=None, alibi_lse="exact"):
+         out_dtypes=None, descales=None, alibi_lse="exact", equal_lengths=False, mha_only=False, seq_multiple=1,
+         nonfinite=True):
     """Fuzzes kernel(q, k, v, problem) -> o or (o, lse) over random problems and inputs.
 
     Problems come from flashcheck's generators with `flashcheck run`'s case numbering: the same seed
@@ -218,7 +219,14 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     "symmetric", "signed"), alibi_per_batch, sinks, layouts ("bhsd", "bshd", "thd"), seqused, paged,
     page_sizes, out_dtypes (of fp8 inputs: "bf16", "f16"), descales ("tensor", "head"); alibi_lse
     "exact" or "key_offset" (the kernel's ALiBi LSE convention). A variant allowed that the campaign
-    cannot draw is refused (FlashcheckError naming it), never left out silently. head_dims:
+    cannot draw is refused (FlashcheckError naming it), never left out silently. Limits the kernel
+    declares, so that problems are drawn within them instead of declined (a kernel like Triton's
+    tutorial takes Sq = Skv, MHA, whole 64-row blocks): equal_lengths (Sq = Skv in every sequence),
+    mha_only (Hq = Hkv; the same as gqa=False), seq_multiple (every length a multiple of it),
+    max_seq, head_dims, dv_ne_dqk, dtypes, causal. nonfinite: the kernel propagates NaN/Inf in q, k,
+    v as the oracle does (a NaN a row sees makes that row NaN), and about one case in ten carries
+    one (dist "nonfinite"); False: finite inputs only (for a kernel that clamps or squashes them,
+    which hides bad data). head_dims:
     Dqk/Dv values the kernel takes (default: any, drawn up to 256, values off the multiples of 8
     included; declare the ones your kernel compiles). causal: masks it takes, of
     "none", "top_left", "bottom_right" (default all). lse_base: "e", "2", None (writes none) or
@@ -261,7 +269,9 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     if head_dims is not None:
         dims = (ctypes.c_int64 * len(head_dims))(*[whole("head_dims", d) for d in head_dims])
         opt.head_dims, opt.num_head_dims = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64)), len(head_dims)
-    opt.dv_ne_dqk, opt.gqa = int(bool(dv_ne_dqk)), int(bool(gqa))
+    opt.dv_ne_dqk, opt.gqa = int(bool(dv_ne_dqk)), int(bool(gqa) and not mha_only)
+    opt.equal_lengths, opt.nonfinite = int(bool(equal_lengths)), int(bool(nonfinite))
+    opt.seq_multiple = whole("seq_multiple", seq_multiple)
     opt.empty_row_lse = _lib.EMPTY_ROW_LSE[empty_row_lse]
     opt.tile_q, opt.tile_kv = whole("tile_q", tile_q), whole("tile_kv", tile_kv)
     opt.shrink, opt.fail_fast, opt.max_failures = int(bool(shrink)), int(bool(fail_fast)), whole("max_failures", max_failures, 0)
@@ -471,6 +481,8 @@ def replay(kernel, problem, dist="normal", seed=0, *, runs=3, lse_base="e", empt
         if transposed:
             kw["layout"] = "bshd"
         args = (q, k, v, o, lse)
+        # The inputs of dist="nonfinite" hold a NaN or Inf by design: judged on its propagation.
+        kw["allow_nonfinite_inputs"] = dist == "nonfinite"
         report = _check(*args, lse_base=lse_base or "e", empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q,
                         tile_kv=tile_kv, alibi_lse=alibi_lse, **kw)
         failed += not report

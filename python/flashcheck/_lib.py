@@ -11,7 +11,7 @@ import os
 import threading
 from pathlib import Path
 
-API_VERSION = 3  # FLASHCHECK_API_VERSION of the header these bindings mirror (3: problem model 2)
+API_VERSION = 4  # FLASHCHECK_API_VERSION of the header these bindings mirror (3: problem model 2; 4: declared limits)
 
 FC_OK, FC_ERR_INVALID, FC_ERR_CANNOT_TEST, FC_ERR_ABORTED, FC_ERR_INTERNAL = 0, 1, 2, 3, 4
 FC_F32, FC_F16, FC_BF16, FC_E4M3, FC_E5M2, FC_I32, FC_I64, FC_F64 = 0, 1, 2, 3, 4, 5, 6, 7
@@ -41,7 +41,7 @@ CAUSALS = {"none": FC_MASK_NONE, "top_left": FC_MASK_TOP_LEFT, "bottom_right": F
 CAUSAL_NAMES = {v: k for k, v in CAUSALS.items()}
 LSE_BASES = {"e": FC_LSE_LOG_E, "2": FC_LSE_LOG_2, None: FC_LSE_ABSENT}
 EMPTY_ROW_LSE = {"-inf": FC_EMPTY_NEG_INF, "+inf": FC_EMPTY_POS_INF}
-DISTS = ["normal", "uniform", "large", "outlier_keys", "constant_rows", "equal_scores"]  # FC_DIST_* order
+DISTS = ["normal", "uniform", "large", "outlier_keys", "constant_rows", "equal_scores", "nonfinite"]  # FC_DIST_* order
 
 i32, u32, i64, u64, f64 = ctypes.c_int32, ctypes.c_uint32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_double
 vp = ctypes.c_void_p
@@ -72,7 +72,8 @@ class FuzzOptions(ctypes.Structure):
                 ("reserved_api2_padding", i32), ("windows", i32), ("softcap", i32), ("alibi", u32),
                 ("alibi_per_batch", i32), ("sinks", i32), ("layouts", u32), ("seqused", i32), ("paged", i32),
                 ("page_sizes", ctypes.POINTER(i64)), ("num_page_sizes", i64), ("out_dtypes", u32), ("descales", u32),
-                ("alibi_lse", i32)]
+                ("alibi_lse", i32),
+                ("reserved_api3_padding", i32), ("equal_lengths", i32), ("nonfinite", i32), ("seq_multiple", i64)]
 
 
 class Case(ctypes.Structure):
@@ -162,10 +163,12 @@ _SIGNATURES = {
                             ctypes.POINTER(ctypes.c_size_t)]),
     "fc_fuzz2": (i32, [KERNEL_CALLBACK2, vp, ctypes.POINTER(FuzzOptions), ctypes.POINTER(vp)]),
     "fc_campaign_failure2": (i32, [vp, i64, ctypes.POINTER(Case2), ctypes.POINTER(vp)]),
+    # API 4: declared limits.
+    "fc_fuzz_options_init3": (None, [vp]),
 }
 
 # The struct each init function fills, with every field of this API version.
-_INITS = {CheckOptions: "fc_check_options_init2", FuzzOptions: "fc_fuzz_options_init2",
+_INITS = {CheckOptions: "fc_check_options_init2", FuzzOptions: "fc_fuzz_options_init3",
           Attention2: "fc_attention2_init", Tensors: "fc_tensors_init"}
 
 _lib = None

@@ -37,8 +37,9 @@ def _inputs(q, k, v, p):
 
 
 def _finish(acc, m, l, p, lse_scale=1.0):
-    """O = acc / l and LSE = m + log l, with the empty-row convention (O = 0, LSE = -inf)."""
-    seen = l > 0
+    """O = acc / l and LSE = m + log l, with the empty-row convention (O = 0, LSE = -inf). A NaN sum
+    (NaN or Inf in the inputs) is no empty row: it stays NaN, as the oracle's does."""
+    seen = l != 0
     o = np.where(seen, acc / np.where(seen, l, 1.0), 0.0)
     lse = np.where(seen[..., 0], (m + np.log(np.where(seen, l, 1.0)))[..., 0], -np.inf)
     return narrow(o, p), (lse * lse_scale).astype(np.float32)
@@ -49,8 +50,9 @@ def reference(q, k, v, p, alignment=None):
     Q, K, V = _inputs(q, k, v, p)
     s = np.where(visible(p, alignment or p.causal), Q @ K.transpose(0, 1, 3, 2) * p.scale, -np.inf)
     m = s.max(axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)  # rows with no visible key: keep exp(-inf - 0) = 0
-    e = np.exp(s - m)
+    m = np.where(m == -np.inf, 0.0, m)  # rows with no visible key: keep exp(-inf - 0) = 0 (NaN and +inf stay)
+    with np.errstate(invalid="ignore"):  # inf - inf: a row that sees an Inf input is NaN, as the oracle's
+        e = np.exp(s - m)
     return _finish(e @ V, m, e.sum(axis=-1, keepdims=True), p)
 
 
@@ -67,7 +69,7 @@ def blocked(q, k, v, p, rescale=True, drop_tail=False):
         sl = slice(t * TILE, min((t + 1) * TILE, p.seq_kv))
         s = np.where(mask[:, sl], Q @ K[:, :, sl].transpose(0, 1, 3, 2) * p.scale, -np.inf)
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-        m_safe = np.where(np.isfinite(m_new), m_new, 0.0)
+        m_safe = np.where(m_new == -np.inf, 0.0, m_new)
         alpha = np.exp(m - m_safe)  # 0 while the row has seen nothing (m = -inf)
         e = np.exp(s - m_safe)
         l = alpha * l + e.sum(axis=-1, keepdims=True)
@@ -78,7 +80,7 @@ def blocked(q, k, v, p, rescale=True, drop_tail=False):
             o = acc / l
             lse = (np.where(np.isfinite(m), m, 0.0) + np.log(l))[..., 0]
         return narrow(o, p), lse.astype(np.float32)
-    return _finish(acc, np.where(np.isfinite(m), m, 0.0), l, p)
+    return _finish(acc, np.where(m == -np.inf, 0.0, m), l, p)
 
 
 def correct_blocked(q, k, v, p):
@@ -109,13 +111,17 @@ def missing_rescale(q, k, v, p):
 def variant_reference(q, k, v, p, **wrong):
     """Every variant of problem model 2, from the problem's fields and side tensors (p.keywords()),
     computed by the tests' own numpy statement of the semantics; `wrong` overrides keywords, to make
-    a kernel that gets one of them wrong. Rows of no query (thd padding) are left 0."""
+    a kernel that gets one of them wrong. Rows of no query (thd padding) are left 0; NaN elsewhere
+    (NaN or Inf inputs) stays."""
     import variant_oracle
 
     kw = {n: x for n, x in p.keywords().items() if n not in ("dtype", "max_seqlen_q", "max_seqlen_k")}
     kw.update(wrong)
     o, lse = variant_oracle.attention(q, k, v, kind=p.dtype, **{n: x for n, x in kw.items() if x is not None})
-    return variant_oracle.narrow(np.where(np.isnan(o), 0.0, o), p.out_dtype), np.where(np.isnan(lse), 0.0, lse).astype(np.float32)
+    if p.layout == "thd":
+        total = int(np.asarray(kw["cu_seqlens_q"])[-1])
+        o[total:], lse[:, total:] = 0.0, 0.0
+    return variant_oracle.narrow(o, p.out_dtype), lse.astype(np.float32)
 
 
 def ignores_window(q, k, v, p):

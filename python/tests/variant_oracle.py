@@ -67,7 +67,7 @@ def sequence(Q, K, V, *, scale, causal="none", window=(-1, -1), softcap=0.0, ali
         s = s + np.asarray(slopes, dtype=np.float64)[:, None, None] * dist
     sink = np.full((hq, 1, 1), -np.inf) if sinks is None else np.asarray(sinks, np.float64)[:, None, None]
     m = np.maximum(s.max(axis=-1, keepdims=True, initial=-np.inf), sink)
-    m = np.where(np.isfinite(m), m, 0.0)
+    m = np.where(m == -np.inf, 0.0, m)  # a row that sees nothing: exp(-inf - 0) = 0 (NaN, +inf stay: the row is NaN)
     e = np.exp(s - m)
     denom = e.sum(axis=-1, keepdims=True) + np.exp(sink - m)
     empty = ~seen.any(axis=-1)[None, :, None]
@@ -125,6 +125,20 @@ def attention(q, k, v, *, kind, causal="none", scale=None, window=None, softcap=
         return x * d[heads][:, None, None]
 
     slopes = None if alibi_slopes is None else np.asarray(alibi_slopes, np.float64)
+    one_scale = all(d is None or np.asarray(d).size == 1 for d in (descale_q, descale_k, descale_v))
+    if not thd and not paged and seqused_k is None and one_scale and (slopes is None or slopes.ndim == 1):
+        # A dense batch whose sequences share every side tensor: one sequence of B*H heads (b major,
+        # so query head b*Hq + h still reads KV head b*Hkv + h // g), not a Python loop over B (wide
+        # cases have thousands of batch entries).
+        def merged(xs):
+            return np.concatenate(xs, axis=0)
+        tile = (lambda x: None if x is None else np.tile(np.asarray(x, np.float64), batch))
+        ob, lb = sequence(descaled(merged(qs), descale_q, 0, True), descaled(merged(ks), descale_k, 0, False),
+                          descaled(merged(vs), descale_v, 0, False), scale=scale, causal=causal, window=window,
+                          softcap=softcap, alibi="none" if slopes is None else alibi, slopes=tile(slopes),
+                          sinks=tile(sinks))
+        o, lse = ob.reshape(batch, hq, *ob.shape[1:]), lb.reshape(batch, hq, -1)
+        return (o if layout == "bhsd" else o.transpose(0, 2, 1, 3)), lse
     outs = []
     for b in range(batch):
         sl = None if slopes is None else (slopes[b] if slopes.ndim == 2 else slopes)
