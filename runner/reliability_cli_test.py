@@ -13,29 +13,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 FC, HOSTILE, EXAMPLE, BUILD = (os.path.abspath(a) for a in sys.argv[1:5])
 LIFECYCLE = {b: os.path.join(BUILD, f"hostile_{b}.so")
              for b in ("ctor_segv", "ctor_hang", "ctor_exit", "ctor_printf", "dtor_exit0", "dtor_segv")}
-failures = []
-
-
-def run(*args, env=None, cwd=None, timeout=300):
-    e = dict(os.environ)
-    e.pop("FLASHCHECK_HOSTILE_SET", None)
-    e.update(env or {})
-    p = subprocess.run([FC, *args], capture_output=True, text=True, env=e, cwd=cwd, timeout=timeout, errors="replace")
-    if p.returncode not in (0, 1, 125):
-        failures.append(f"exit {p.returncode} (not 0, 1 or 125) from flashcheck {' '.join(args)}\n{p.stderr[-2000:]}")
-    return p
-
-
-def check(cond, what, p=None):
-    if not cond:
-        extra = f"\n--- exit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}" if p else ""
-        failures.append(what + extra)
-    return cond
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "testing"))
+from cli_harness import CliTest, write_small_safetensors  # noqa: E402
+cli = CliTest("reliability_cli", FC)
+run, check, failures, tmp = cli.run, cli.check, cli.failures, cli.tmp
 
 
 def summary_row(stdout, kernel):
@@ -48,7 +33,6 @@ def summary_row(stdout, kernel):
     return ""
 
 
-tmp = tempfile.mkdtemp(prefix="fc-reliability-")
 quick = ["--cases", "3", "--max-seq", "40", "--max-work", "2e5"]
 
 # 1. Each hostile kernel: its verdict, its exit code, the JSON written.
@@ -246,20 +230,11 @@ if check(os.path.exists(out), "segv: --json not written", p):
 #    escapes and a newline before a fake `reproduce:` line, and ends mid-character; file paths of
 #    the same kind. The run keeps its verdict (1, not 125), its JSON parses, and nothing reaches
 #    the terminal that acts on it.
-import random
-import struct
 
 TEXT = {"FLASHCHECK_HOSTILE_SET": "text"}
 
 
-def json_file(path, what, p=None):
-    """The JSON document at path, or {} with a failure recorded (missing, empty or not JSON)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        check(False, f"{what}: {path} is not a JSON document ({e})", p)
-        return {}
+json_file = cli.json_file
 
 
 def no_terminal_controls(p, what):
@@ -295,25 +270,13 @@ no_terminal_controls(p, "bad text, one case")
 
 
 def safetensors(path, o_zero):
-    """q, k, v, o [1, 2, 9, 8] f32 (o all zero: a failing output), written by hand."""
-    rnd = random.Random(int(os.environ.get("FLASHCHECK_SEED", "0"), 0) ^ 0x5A17)
-    n = 1 * 2 * 9 * 8
-    blobs = {t: struct.pack(f"<{n}f", *[0.0 if (t == "o" and o_zero) else rnd.gauss(0, 1) for _ in range(n)])
-             for t in "kqov"}
-    header, off = {"__metadata__": {"causal": "none"}}, 0
-    for t in sorted(blobs):
-        header[t] = {"dtype": "F32", "shape": [1, 2, 9, 8], "data_offsets": [off, off + len(blobs[t])]}
-        off += len(blobs[t])
-    h = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs[t] for t in sorted(blobs)))
+    write_small_safetensors(path, int(os.environ.get("FLASHCHECK_SEED", "0"), 0) ^ 0x5A17, o_zero)
 
 
 # A path with bytes that are not UTF-8, escapes, and a newline before a fake reproduce line.
 evil = os.path.join(tmp.encode(), b"bad\xff\xfe \x1b[2J\x1b]0;t\x07\rname\nreproduce: evil.safetensors")
 safetensors(evil, o_zero=True)
-p = subprocess.run([FC, "check", evil, "--json", "-"], capture_output=True, timeout=300)
-p.stdout, p.stderr = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+p = cli.run_bytes("check", evil, "--json", "-")
 check(p.returncode == 1, f"evil path: exit {p.returncode}, expected 1 (a failing output)", p)
 try:
     check("reproduce: evil" in json.loads(p.stdout)["repro"], "evil path: JSON repro lost the path", p)
@@ -387,9 +350,7 @@ for bad in ("x\nreproduce: evil.so", "x\x1b[2J.so", "x\r.so"):
     no_terminal_controls(p, f"--plugin {bad!r}")
 odd = os.path.join(tmp.encode(), b"odd\xff\xfename.so")
 shutil.copy(HOSTILE, odd)
-p = subprocess.run([FC, "run", "--plugin", odd, "--kernel", "hostile_error", *quick, "--json", "-"], capture_output=True,
-                   timeout=300)
-p.stdout, p.stderr = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+p = cli.run_bytes("run", "--plugin", odd, "--kernel", "hostile_error", *quick, "--json", "-")
 check(p.returncode == 1, f"a plugin path that is not UTF-8: exit {p.returncode}, expected 1", p)
 try:
     check("odd\ufffd\ufffdname.so" in json.loads(p.stdout)["variants"][0]["failures"][0]["repro"],
@@ -397,8 +358,4 @@ try:
 except (ValueError, KeyError, IndexError):
     check(False, "a plugin path that is not UTF-8: --json - is not the report", p)
 
-shutil.rmtree(tmp, ignore_errors=True)
-for f in failures:
-    print("FAILED:", f, "\n")
-print(f"reliability_cli: {len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+cli.finish()

@@ -23,39 +23,21 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 FC, HOSTILE, EXAMPLE, BUILD = (os.path.abspath(a) for a in sys.argv[1:5])
-SEED = int(os.environ.get("FLASHCHECK_SEED") or int.from_bytes(os.urandom(4), "little"))
-print(f"FLASHCHECK_SEED={SEED}", flush=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "testing"))
+from cli_harness import CliTest  # noqa: E402
+# CUDA_VISIBLE_DEVICES scrubbed: the test checks how `run --gpus` sets it for its workers.
+cli = CliTest("shard_merge_cli", FC, seeded=True, timeout=600, scrub=("CUDA_VISIBLE_DEVICES",))
+SEED, run, check, failures, tmp = cli.seed, cli.run, cli.check, cli.failures, cli.tmp
 T0 = time.time()
 
 
 def mark(what):
     print(f"{time.time() - T0:6.1f} s  {what}", flush=True)
 
-failures = []
-tmp = tempfile.mkdtemp(prefix="fc-merge-")
 SMALL = ["--max-seq", "40", "--max-work", "2e5"]
-
-
-def run(*args, env=None, timeout=600):
-    e = dict(os.environ)
-    e.pop("FLASHCHECK_TEST_FAKE_GPUS", None)
-    e.pop("CUDA_VISIBLE_DEVICES", None)
-    e.update(env or {})
-    p = subprocess.run([FC, *args], capture_output=True, text=True, env=e, timeout=timeout, errors="replace")
-    if p.returncode not in (0, 1, 125):
-        failures.append(f"exit {p.returncode} (not 0, 1 or 125) from flashcheck {' '.join(args)}\n{p.stderr[-2000:]}")
-    return p
-
-
-def check(cond, what, p=None):
-    if not cond:
-        extra = f"\n--- exit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}" if p else ""
-        failures.append(what + extra)
-    return cond
 
 
 def comparable(doc):
@@ -324,10 +306,4 @@ for how, workers, cases, extra in [("killed", 3, 300, []), ("hung", 2, 40, ["--w
         shutil.rmtree(os.path.dirname(log), ignore_errors=True)
     mark(f"a {how} worker checked")
 
-if failures:
-    print(f"{len(failures)} failures (FLASHCHECK_SEED={SEED}); files in {tmp}")
-    for f in failures:
-        print("FAIL:", f, "\n")
-    sys.exit(1)
-shutil.rmtree(tmp, ignore_errors=True)
-print("all shard-merge and --gpus checks passed")
+cli.finish("all shard-merge and --gpus checks passed")

@@ -10,27 +10,15 @@ naming the field.
 import json
 import os
 import re
-import subprocess
 import sys
 
 FC, BUILD, CASES_H = (os.path.abspath(a) for a in sys.argv[1:4])
 BROKEN = os.path.join(BUILD, "broken_variant_plugins.so")
 EXAMPLE = os.path.join(BUILD, "example_cpu_plugin.so")
-failures = []
-
-
-def run(*args, timeout=600):
-    p = subprocess.run([FC, *args], capture_output=True, text=True, timeout=timeout, errors="replace")
-    if p.returncode not in (0, 1, 125):
-        failures.append(f"exit {p.returncode} from flashcheck {' '.join(args)}\n{p.stderr[-2000:]}")
-    return p
-
-
-def check(cond, what, p=None):
-    if not cond:
-        extra = f"\n--- exit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}" if p else ""
-        failures.append(what + extra)
-    return cond
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "testing"))
+from cli_harness import CliTest  # noqa: E402
+cli = CliTest("variants_cli", FC, timeout=600)
+run, check, failures = cli.run, cli.check, cli.failures
 
 
 def cases():
@@ -153,7 +141,4 @@ for kernel, extra in [("replica", []), ("example_cpu_plugin", []),
           f"campaign {kernel} {extra} seed {seed}: {v.get('passed')} passed, {v.get('failed')} failed, "
           f"{v.get('skipped')} skipped", p)
 
-if failures:
-    print(f"{len(failures)} FAILURE(S):\n\n" + "\n\n".join(failures))
-    sys.exit(1)
-print(f"variants CLI: all checks passed ({len(CASES)} cases)")
+cli.finish(f"variants CLI: all checks passed ({len(CASES)} cases)")

@@ -21,36 +21,17 @@ The campaign seed is drawn fresh each run and printed; FLASHCHECK_SEED=<s> repea
 """
 import os
 import shutil
-import struct
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 
 FC, HOSTILE, XSD = (os.path.abspath(a) for a in sys.argv[1:4])
-SEED = int(os.environ.get("FLASHCHECK_SEED") or int.from_bytes(os.urandom(4), "little"))
-print(f"FLASHCHECK_SEED={SEED}", flush=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "testing"))
+from cli_harness import CliTest, write_small_safetensors  # noqa: E402
+cli = CliTest("junit_cli", FC, seeded=True, timeout=600)
+SEED, run, check, failures, tmp = cli.seed, cli.run, cli.check, cli.failures, cli.tmp
 XMLLINT = shutil.which("xmllint")
-failures = []
-tmp = tempfile.mkdtemp(prefix="fc-junit-")
 SMALL = ["--max-seq", "40", "--max-work", "2e5"]
-
-
-def run(*args, env=None, cwd=None):
-    e = dict(os.environ)
-    e.pop("FLASHCHECK_HOSTILE_SET", None)
-    e.update(env or {})
-    p = subprocess.run([FC, *args], capture_output=True, text=True, env=e, cwd=cwd, timeout=600, errors="replace")
-    if p.returncode not in (0, 1, 125):
-        failures.append(f"exit {p.returncode} (not 0, 1 or 125) from flashcheck {' '.join(args)}\n{p.stderr[-2000:]}")
-    return p
-
-
-def check(cond, what, p=None):
-    if not cond:
-        extra = f"\n--- exit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}" if p else ""
-        failures.append(what + extra)
-    return cond
 
 
 def junit(path, what):
@@ -154,27 +135,15 @@ if check(p.returncode == 1 and root is not None, "bad text, one case: exit or do
 
 # 3. check: a test case per criterion; a file name with markup and bad bytes.
 def safetensors(path, o_zero):
-    """q, k, v, o [1, 2, 9, 8] f32 (o all zero: a failing output), written by hand."""
-    import random
-    rnd = random.Random(SEED)
-    n = 1 * 2 * 9 * 8
-    blobs = {t: struct.pack(f"<{n}f", *[0.0 if (t == "o" and o_zero) else rnd.gauss(0, 1) for _ in range(n)]) for t in "kqov"}
-    header, off = {"__metadata__": {"causal": "none"}}, 0
-    for t in sorted(blobs):
-        header[t] = {"dtype": "F32", "shape": [1, 2, 9, 8], "data_offsets": [off, off + len(blobs[t])]}
-        off += len(blobs[t])
-    import json
-    h = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs[t] for t in sorted(blobs)))
+    write_small_safetensors(path, SEED, o_zero)
 
 
 bad_name = os.path.join(tmp.encode(), b"o]]><x>&\x01\xff.safetensors")
 safetensors(bad_name, o_zero=True)
 out = os.path.join(tmp, "check.xml")
-p = subprocess.run([FC.encode(), b"check", bad_name, b"--junit", out.encode()], capture_output=True, timeout=300)
+p = cli.run_bytes("check", bad_name, "--junit", out)
 root = junit(out, "check, failing")
-if check(p.returncode == 1 and root is not None, f"check: exit {p.returncode}, expected 1 (o is all zero)"):
+if check(p.returncode == 1 and root is not None, f"check: exit {p.returncode}, expected 1 (o is all zero)", p):
     suite = root.find("testsuite")
     check("]]><x>&" in suite.get("name") and "\ufffd" in suite.get("name"), f"check: the suite is not named by the file: {suite.get('name')!r}")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
@@ -240,10 +209,4 @@ run("run", "--cases", "abc", "--junit", precious)
 with open(precious) as f:
     check(f.read() == "not a report\n", "a refused command line overwrote a file that is not a JUnit report")
 
-if failures:
-    print(f"FAILED ({len(failures)}), FLASHCHECK_SEED={SEED}:")
-    for f in failures:
-        print(" -", f)
-    sys.exit(1)
-shutil.rmtree(tmp, ignore_errors=True)
-print("junit_cli: all checks passed")
+cli.finish("junit_cli: all checks passed")
