@@ -107,7 +107,7 @@ for name, causal in (("full", False), ("causal", True)):
 EOF
   rows=$(echo "$shape" | cut -d, -f3)
   check() {  # check GPU FILE JSON
-    CUDA_VISIBLE_DEVICES="$1" timeout "$limit" "$fc" check "$2" --max-rows "$rows" --oracle gpu \
+    CUDA_VISIBLE_DEVICES="$1" timeout "$limit" "$fc" check "$2" --max-rows "$rows" --oracle gpu --timings \
       --json "$3" >"$3.log" 2>&1
   }
   t0=$EPOCHREALTIME  # fractional seconds: two checks of a few seconds each
@@ -119,12 +119,28 @@ EOF
   check 1 "$out/prod_causal.safetensors" "$out/prod_causal_par.json" & p2=$!
   wait $p1; r3=$?; wait $p2; r4=$?
   par_s=$(python3 -c "print(f'{$EPOCHREALTIME - $t0:.2f}')")
+  # The same two at once, each on half the cores with sleeping (passive) OpenMP waits, as `run
+  # --gpus` starts its workers: two processes of one OpenMP thread per core each oversubscribe the
+  # host, and a spinning waiter then takes cycles the other check's threads need.
+  half=$(( $(nproc) / 2 ))
+  t0=$EPOCHREALTIME
+  OMP_NUM_THREADS=$half OMP_WAIT_POLICY=passive check 0 "$out/prod_full.safetensors" "$out/prod_full_split.json" & p1=$!
+  OMP_NUM_THREADS=$half OMP_WAIT_POLICY=passive check 1 "$out/prod_causal.safetensors" "$out/prod_causal_split.json" & p2=$!
+  wait $p1; r5=$?; wait $p2; r6=$?
+  split_s=$(python3 -c "print(f'{$EPOCHREALTIME - $t0:.2f}')")
   same_full=$(compare "$out/prod_full_seq.json" "$out/prod_full_par.json") || bad=$((bad + 1))
   same_causal=$(compare "$out/prod_causal_seq.json" "$out/prod_causal_par.json") || bad=$((bad + 1))
-  for r in $r1 $r2 $r3 $r4; do [ "$r" -le 1 ] || bad=$((bad + 1)); done
+  same_full_split=$(compare "$out/prod_full_seq.json" "$out/prod_full_split.json") || bad=$((bad + 1))
+  same_causal_split=$(compare "$out/prod_causal_seq.json" "$out/prod_causal_split.json") || bad=$((bad + 1))
+  for r in $r1 $r2 $r3 $r4 $r5 $r6; do [ "$r" -le 1 ] || bad=$((bad + 1)); done
   row "$(printf 'production check 2 x (%s) bf16: on GPU 0 one after the other %s s (rc %s %s), one per GPU at once %s s (rc %s %s): %s x' \
     "$shape" "$seq_s" "$r1" "$r2" "$par_s" "$r3" "$r4" "$(python3 -c "print(f'{$seq_s/max($par_s,0.01):.2f}')")")"
-  row "  full: ${same_full%% (*}; causal: ${same_causal%% (*}"
+  row "$(printf '  one per GPU at once, %s threads each, passive waits: %s s (rc %s %s): %s x' \
+    "$half" "$split_s" "$r5" "$r6" "$(python3 -c "print(f'{$seq_s/max($split_s,0.01):.2f}')")")"
+  row "  full: ${same_full%% (*}, split ${same_full_split%% (*}; causal: ${same_causal%% (*}, split ${same_causal_split%% (*}"
+  for j in "$out"/prod_*_seq.json; do  # where a check's time goes (--timings): the host's share
+    row "  $(basename "$j" .json): $(python3 -c "import json,sys; t=json.load(open(sys.argv[1])).get('timings_s',{}); print(' '.join(f'{k} {v:.2f}' for k,v in t.items()))" "$j" 2>/dev/null)"
+  done
   rm -f "$out"/prod_*.safetensors
 else
   row "production check: skipped (PROD=0, or no torch/safetensors to write the files)"
