@@ -16,25 +16,30 @@ namespace {
 
 // How one output element stands before any error is measured. The criteria and the error maps both
 // classify through these, so the page shows exactly what the verdict counted.
+// NaN is no wildcard: an element is finite exactly where the oracle's is, and two infinities
+// have one sign. But NaN may stand for an infinity of the oracle's: the oracle sums a row at
+// once, while an online softmax rescales its running sum and output by 2^(m_old - m_new) when a
+// later tile raises the row's max, and an infinite accumulator times that 0 is NaN (torch's
+// memory-efficient kernel: O = NaN where V's -inf under P = 1 makes the oracle's -inf). An Inf in
+// place of the oracle's NaN is accepted for the same reason the other way round; a finite value
+// for a non-finite one (a kernel squashing bad data), or the reverse, is not.
+bool nonfinite_status_matches(float k, double o) {
+  if (std::isfinite(k) != std::isfinite(o)) return false;
+  return !(std::isinf(k) && std::isinf(o) && (k > 0) != (o > 0));
+}
+
 MapFlag classify_o(DType dt, float k, double o, bool empty_row) {
   if (is_poison(dt, k)) return MapFlag::unwritten;
   // Convention: exactly zero (either sign). NaN here is the classic 0/0 of an unguarded kernel.
   if (empty_row) return k == 0.0f ? MapFlag::empty_row_ok : MapFlag::empty_row_nonzero;
-  const bool nan_k = std::isnan(k), nan_o = std::isnan(o);
-  const bool inf_k = std::isinf(k), inf_o = std::isinf(o);
-  // NaN is no wildcard: positions (and infinities with their signs) must match the oracle.
-  if (nan_k != nan_o || inf_k != inf_o || (inf_k && (k > 0) != (o > 0))) return MapFlag::nan_mismatch;
-  if (nan_k || inf_k) return MapFlag::nonfinite_match;
-  return MapFlag::ok;
+  return nonfinite_status_matches(k, o) ? (std::isfinite(k) ? MapFlag::ok : MapFlag::nonfinite_match) : MapFlag::nan_mismatch;
 }
 
 MapFlag classify_lse(float k, double o, bool empty_row, EmptyRowLse empty_lse) {
   if (is_poison(DType::f32, k)) return MapFlag::unwritten;
   if (empty_row) return k == (empty_lse == EmptyRowLse::neg_inf ? -INFINITY : INFINITY) ? MapFlag::empty_row_ok
                                                                                         : MapFlag::empty_row_nonzero;
-  if (std::isnan(k) != std::isnan(o) || std::isinf(k) != std::isinf(o)) return MapFlag::nan_mismatch;
-  if (std::isnan(k) || std::isinf(k)) return MapFlag::nonfinite_match;
-  return MapFlag::ok;
+  return nonfinite_status_matches(k, o) ? (std::isfinite(k) ? MapFlag::ok : MapFlag::nonfinite_match) : MapFlag::nan_mismatch;
 }
 
 // A row's LSE tolerance: it carries the scores' absolute rounding, so it grows with the row's
@@ -270,15 +275,16 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   const int64_t n_chunks = (all_rows + kChunkRows - 1) / kChunkRows;
   std::vector<Partial> parts(static_cast<size_t>(n_chunks));
   const UnresolvedLookup unresolved_row(ref, all_rows);
-  // The significant elements' distinct (kernel, oracle) pairs: the rounding criteria's evidence.
-  DistinctPairs evidence;
+  // The significant elements' distinct (kernel, oracle) pairs: the rounding criteria's evidence;
+  // and the baselines' own, for the direction a correct implementation rounds in on this problem.
+  DistinctPairs evidence, eager_evidence, flash_evidence;
   // A batch whose sequences differ (varlen, seqused_k) is judged per sequence too: which one failed.
   // Counts and maxima, tallied per thread and merged: the same whatever thread saw which row.
   const bool per_sequence = p.varlen() || !p.seqused_kv.empty();
   std::vector<SequenceVerdict> seqs(per_sequence ? static_cast<size_t>(p.batch) : 0);
 #pragma omp parallel
   {
-  DistinctPairs mine;  // per thread, merged once at the end: the kept set is the same however the chunks fell
+  DistinctPairs mine, mine_eager, mine_flash;  // per thread, merged once at the end: the kept set is the same however the chunks fell
   std::vector<SequenceVerdict> my_seqs(seqs.size());
 #pragma omp for schedule(dynamic, 4)
   for (int64_t c = 0; c < n_chunks; ++c) {
@@ -345,6 +351,8 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
           ++a.significant;
           if (u > tol.ulp_n) ++a.ulp_over_n;
           mine.add(k, o);
+          if (std::isfinite(baseline[e])) mine_eager.add(baseline[e], o);
+          if (!ref.flash_baseline.empty() && std::isfinite(ref.flash_baseline[e])) mine_flash.add(ref.flash_baseline[e], o);
         }
       }
     }
@@ -352,6 +360,8 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
 #pragma omp critical(fc_rounding_evidence)
   {
     evidence.merge(mine);
+    eager_evidence.merge(mine_eager);
+    flash_evidence.merge(mine_flash);
     for (size_t b = 0; b < seqs.size(); ++b) {
       seqs[b].compared += my_seqs[b].compared;
       seqs[b].flagged += my_seqs[b].flagged;
@@ -490,12 +500,24 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
   r.distinct_pairs = ev.distinct;
   const bool enough_for_bias = ev.distinct >= static_cast<double>(kMinDistinctPairsBias);
   const bool bias_judged = tol.max_rounding_bias < 1.0 && enough_for_bias;
-  add("rounding_bias", value_role(bias_judged), Bound::magnitude_at_most, ev.bias, tol.max_rounding_bias, true,
+  // A correct kernel can lean one way too, where its own arithmetic does before the last rounding:
+  // P rounded to bf16 when every P of a row is nearly equal (softcap 5 on constant rows) rounds
+  // them all alike, and the replica's O then sat -0.41 output ULPs low on every element (an H200
+  // campaign, 1 case in 200). So, as for cosine and rel_l2, the limit is never stricter than
+  // kBaselineSpread times the same-dtype baselines' own bias on this problem; truncation and
+  // directed rounding still show wherever the baselines round to nearest (|bias| ~ 0).
+  double base_bias = 0;
+  for (DistinctPairs* b : {&eager_evidence, &flash_evidence})
+    if (b->distinct() >= static_cast<double>(kMinDistinctPairsBias))
+      base_bias = std::max(base_bias, std::fabs(rounding_evidence(od, *b, tol.ulp_n).bias));
+  const double bias_limit = std::max(tol.max_rounding_bias, kBaselineSpread * base_bias);
+  add("rounding_bias", value_role(bias_judged), Bound::magnitude_at_most, ev.bias, bias_limit, true,
       nothing_compared                ? none_compared
       : tol.max_rounding_bias >= 1.0  ? std::string("reported only for this dtype (see verify/TOLERANCE.md)")
       : !enough_for_bias              ? "reported only: " + evidence_text() + too_few(kMinDistinctPairsBias)
                                       : "mean signed error in output ULPs over distinct (kernel, oracle) pairs of significant "
-                                        "elements (plain, or signed by the value: the larger); " + evidence_text());
+                                        "elements (plain, or signed by the value: the larger); " + evidence_text() +
+                                            (bias_limit > tol.max_rounding_bias ? loosened : ""));
 
   if (kernel.lse) {
     const auto& lse = *kernel.lse;

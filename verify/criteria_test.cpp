@@ -223,6 +223,26 @@ TEST(Verdict, AllZeroOutputFails) {
   EXPECT_TRUE(failed(r, "rel_l2"));
 }
 
+// A -inf in V under P = 1: the oracle's O is -inf there. An online softmax may give NaN instead
+// (an infinite accumulator rescaled by a 0 factor when a later tile raises the max; torch's
+// memory-efficient kernel on an H200), which hides nothing: that element is non-finite either
+// way. A finite value there squashes the bad input, and +inf has the wrong sign: both fail.
+TEST(Verdict, NanMayStandForTheOraclesInfinityButNothingFiniteDoes) {
+  Problem p{1, 1, 1, 1, 1, 64, 64, Causal::none, {}, DType::f32};
+  Fixture f(p, 56);
+  const auto col = static_cast<size_t>(flashcheck::testing::seed_for(57) % 64);
+  f.in.v[col] = -INFINITY;
+  f.ref = make_expected(p, f.in);
+  ASSERT_TRUE(std::isinf(f.ref.oracle.o[col]) && f.ref.oracle.o[col] < 0) << f.ref.oracle.o[col];
+  std::vector<float> o(f.ref.oracle.o.begin(), f.ref.oracle.o.end());
+  std::vector<float> lse(f.ref.oracle.lse.begin(), f.ref.oracle.lse.end());
+  for (auto [value, passes] : {std::pair{-INFINITY, true}, {std::nanf(""), true}, {INFINITY, false}, {-3.0e38f, false}}) {
+    o[col] = value;
+    const Report r = f.judge(o, lse);
+    EXPECT_EQ(!failed(r, "nan_inf_positions"), passes) << "kernel " << value << " where the oracle is -inf\n" << to_text(r);
+  }
+}
+
 TEST(Verdict, NanIsNoWildcard) {
   Fixture f(causal_problem(DType::bf16), 43);
   auto o = f.good.o;
@@ -357,6 +377,27 @@ TEST(Verdict, RoundingCriteriaJudgeOnlyIndependentEvidence) {
   const Report r = prefill.judge(one_step_away_from_zero(prefill), prefill.good.lse);
   EXPECT_EQ(criterion(r, "rounding_bias").role, Criterion::Role::judged);
   EXPECT_TRUE(failed(r, "rounding_bias")) << to_text(r);
+}
+
+// A correct kernel leans one way where its own arithmetic does: softcap 5 on constant rows makes
+// every P of a row nearly equal, P rounded to bf16 rounds them all alike, and O sits a fraction of
+// an output ULP low on every element (the replica: -0.41 against the limit 0.3, an H200 campaign).
+// The same-dtype baseline leans the same way, so the limit follows it (2x, as cosine and rel_l2):
+// an output equal to the baseline always passes; the replica passes on this problem; a kernel that
+// rounds the wrong way every time on well-conditioned inputs still fails (the test above).
+TEST(Verdict, RoundingBiasIsNeverStricterThanTheSameDtypeBaselineOwn) {
+  Problem p{1, 4, 1, 99, 254, 80, 80, Causal::none, {}, DType::bf16};
+  p.softcap = 5;
+  Fixture f(p, 55, Dist::constant_rows);
+  const Report as_baseline = f.judge(f.ref.baseline, f.good.lse);
+  const Criterion& b = criterion(as_baseline, "rounding_bias");
+  EXPECT_TRUE(b.pass) << to_text(as_baseline);
+  const Report replica = f.judge_good();
+  EXPECT_TRUE(criterion(replica, "rounding_bias").pass) << to_text(replica);
+  if (b.role == Criterion::Role::judged && std::fabs(b.value) > f.opt.tol.max_rounding_bias) {
+    EXPECT_GE(b.limit, 2 * std::fabs(b.value)) << to_text(as_baseline);
+    EXPECT_NE(b.detail.find("loosened"), std::string::npos) << b.detail;
+  }
 }
 
 TEST(Verdict, JsonNamesFailuresAndWritesNonFiniteAsStrings) {
