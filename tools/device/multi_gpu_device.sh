@@ -8,6 +8,7 @@
 #
 #   tools/device/multi_gpu_device.sh FLASHCHECK_BINARY [SEED]
 #   env: KERNEL (wgmma_f16)  CASES (2000)  MAX_SEQ, MAX_WORK (run's defaults)  LOAD_CASES (8, 0 skips)
+#        FAIL_PLUGIN (hostile_plugins.so: also a failing campaign, FAIL_CASES of it, 300)
 #        PROD (1; 0 skips the production-size check)  PROD_SHAPE (4,64,8192,128)  STEP_TIMEOUT (240 s)
 set -u
 fc=$(realpath "${1:?usage: multi_gpu_device.sh FLASHCHECK_BINARY [SEED]}")
@@ -86,6 +87,13 @@ extra=()
 [ -n "${MAX_SEQ:-}" ] && extra+=(--max-seq "$MAX_SEQ")
 [ -n "${MAX_WORK:-}" ] && extra+=(--max-work "$MAX_WORK")
 campaign "campaign ${CASES:-2000} cases" --kernel "$kernel" --cases "${CASES:-2000}" "${extra[@]}"
+# A campaign that fails, so that "the same shrunk failures" is shown on real failures: a plugin
+# kernel wrong on some problems (hostile_wrong_some of hostile_plugins.so: a zero output whenever
+# Skv is even), judged against the GPU oracle on each worker's GPU.
+if [ -n "${FAIL_PLUGIN:-}" ]; then
+  campaign "failing campaign ${FAIL_CASES:-300} cases" --plugin "$(realpath "$FAIL_PLUGIN")" --kernel hostile_wrong_some \
+    --oracle gpu --cases "${FAIL_CASES:-300}"
+fi
 if [ "${LOAD_CASES:-8}" -gt 0 ]; then
   campaign "load campaign ${LOAD_CASES:-8} cases" --kernel "$kernel" --load --cases "${LOAD_CASES:-8}"
 fi
