@@ -28,7 +28,7 @@ rows=()
 row() { rows+=("$(printf '%-58s %s' "$1" "$2")"); }
 
 # ---- 1. tests (GPU oracle first: the campaigns below lean on it)
-for t in gpu_oracle_test gpu_variants_test launched_tile_test; do
+for t in gpu_oracle_test gpu_variants_test launched_tile_test device_copy_test; do
   [ -x "$dir/$t" ] || continue
   s=$SECONDS
   OMP_NUM_THREADS=8 "$dir/$t" >"$out/$t.log" 2>&1

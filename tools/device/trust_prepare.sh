@@ -8,11 +8,11 @@ set -euo pipefail
 build=${1:-build-cuda}
 out=${2:-build-trust}
 jobs=${3:-2}
-cmake --build "$build" -j"$jobs" --target flashcheck flashcheck_capi gpu_oracle_test gpu_variants_test launched_tile_test oracle_bench
+cmake --build "$build" -j"$jobs" --target flashcheck flashcheck_capi gpu_oracle_test gpu_variants_test launched_tile_test device_copy_test oracle_bench
 stage=$(mktemp -d)
 mkdir -p "$stage/lib" "$out"
 cp "$build/flashcheck" "$build/libflashcheck.so" "$build/reference/gpu_oracle_test" "$build/runner/gpu_variants_test" \
-  "$build/runner/launched_tile_test" "$build/bench/oracle_bench" "$stage/"
+  "$build/runner/launched_tile_test" "$build/runner/device_copy_test" "$build/bench/oracle_bench" "$stage/"
 cp -r python "$stage/python"
 cp tools/device/fuzz_sdpa.py "$stage/"
 find "$stage/python" -name __pycache__ -prune -exec rm -rf {} +
