@@ -269,10 +269,15 @@ uint16_t narrow<uint16_t>(float x, DType d) {
 }
 
 // dst [src.size()][dim_dst] from source rows src[r] (nullptr: a zero row) of dim_src elements.
+// dst is sized without a zero pass (every element is written below, padding included), so its
+// pages are first touched by the threads that fill them: a production-size check packs ~0.5 GB
+// per tensor, and a serial zero pass plus 4 KiB faults was a third of the packing.
 template <typename U>
-void pack(std::vector<U>& dst, const std::vector<const float*>& src, int64_t dim_dst, int64_t dim_src, DType d) {
+void pack(UninitVector<U>& dst, const std::vector<const float*>& src, int64_t dim_dst, int64_t dim_src, DType d) {
   const int64_t nrows = static_cast<int64_t>(src.size());
-  dst.resize(static_cast<size_t>(nrows * dim_dst));
+  const size_t n = static_cast<size_t>(nrows * dim_dst);
+  if (n > dst.capacity()) dst = uninit_big_vector<U>(n);
+  dst.resize(n);
   bool bad = false;
 #pragma omp parallel for schedule(static) reduction(|| : bad)
   for (int64_t r = 0; r < nrows; ++r) {
@@ -308,7 +313,7 @@ struct Packed {
   std::vector<go::Tile> tiles;
   std::vector<int64_t> block0;
   std::vector<const float*> qsrc, ksrc, vsrc;  // source row of every packed row (nullptr: zeros)
-  std::vector<U> q, k, v;
+  UninitVector<U> q, k, v;
 };
 
 template <typename U>
@@ -623,7 +628,12 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSe
   OracleResult r;
   r.rows = rows;
   r.o = uninit_big_vector<double>(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v));
-  std::fill(r.o.begin(), r.o.end(), 0.0);  // as before: rows no piece copies back stay 0
+  // Rows no piece copies back stay 0. Zeroed by all threads, each first touching its own pages: a
+  // production-size output is 2 GB of fp64, and one thread's fill of it took 0.35-1.7 s of a
+  // 6 s check on the device host (PERF.md, session 8).
+  const int64_t n_out = static_cast<int64_t>(r.o.size()), kChunk = int64_t{1} << 20;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < n_out; c += kChunk) std::fill(r.o.begin() + c, r.o.begin() + std::min(n_out, c + kChunk), 0.0);
   r.lse.resize(static_cast<size_t>(rows.total() * p.heads_q));
   t_last.result_alloc_ms = ms_since(t0);
   if (rows.total() == 0) return r;
