@@ -36,5 +36,10 @@ struct OracleResult {
 OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& rows);
 // Every row, or the same rows (ascending, unique) in every sequence (empty: every row).
 OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
+// With the given strip planning (reference/strip_plan.h) instead of StripSplit::oracle_default():
+// StripSplit::none() is one GEMM over each block's whole strip, for tests and benchmarks that
+// compare the two.
+struct StripSplit;
+OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& rows, const StripSplit& split);
 
 }  // namespace flashcheck
