@@ -412,6 +412,7 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
   std::vector<Scratch> scratch(static_cast<size_t>(threads));
   std::vector<Profile> spent(static_cast<size_t>(threads));
   const bool fp8 = is_fp8(p.dtype);
+  std::atomic<bool> plan_broken{false};
 
   for (int64_t kv0 = 0; kv0 < kv_heads;) {
     // The chunk: at least one KV head, more while they fit the threads' score budget and the
@@ -572,10 +573,14 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
         for (int64_t i = 0; i < t.nb; ++i) sc.vis[static_cast<size_t>(i)] = visible_range(p, t.b, rows.row(t.b, t.r0 + i));
         // The strip's middle as one GEMM over every row, its masked corners in smaller pieces.
         plan_strip(sc.vis, split, sc.pieces);
-        for (const StripPiece& x : sc.pieces)
-          if (x.k0 < t.c0 || x.k0 + x.nk > t.c0 + t.ncols)  // the scratch holds the strip only
-            throw std::logic_error("naive_attention: a strip piece reaches past its block's keys");
-        lap(mine.widen);
+        // The scratch holds the strip only. A piece past it would be the planner's bug, reported
+        // after the parallel region (an exception must not leave it).
+        if (std::any_of(sc.pieces.begin(), sc.pieces.end(),
+                        [&](const StripPiece& x) { return x.k0 < t.c0 || x.k0 + x.nk > t.c0 + t.ncols; })) {
+          plan_broken.store(true, std::memory_order_relaxed);
+          continue;
+        }
+        lap(mine.widen);  // Q widened and the strip planned
         // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded. Scores outside
         // every piece are masked: step 2 never reads them (it zeroes them).
         for (const StripPiece& x : sc.pieces)
@@ -616,6 +621,7 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
     }
     kv0 += nkv;
   }
+  if (plan_broken.load()) throw std::logic_error("naive_attention: a strip piece reaches past its block's keys (reference/strip_plan.cpp)");
   if (profiling()) {
     Profile all;
     for (const Profile& x : spent) all += x;

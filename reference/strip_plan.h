@@ -42,10 +42,12 @@ struct StripSplit {
 
 // The pieces of one block whose rows see `vis` (one range per row, in the block's order), appended
 // to `out` (cleared first). Every visible pair (row i, key j ∈ vis[i]) lies in exactly one piece;
-// every piece lies within the block's strip [min lo, max hi) of its non-empty rows; rows that see
-// nothing are in no piece. That holds for any ranges; the pieces are small where both ends of the
-// ranges never decrease from one row to the next, as every mask of the problem model makes them
-// (reference/mask.h: a causal mode, a window, both, or neither, over sampled rows too).
+// every piece lies within the block's strip [min lo, max hi) of its non-empty rows and begins and
+// ends on rows that see some of its keys (so rows that see nothing at a block's ends are in no
+// piece). That holds for any ranges; the masked pairs are few where both ends of the ranges never
+// decrease from one row to the next, as every mask of the problem model makes them (reference/
+// mask.h: a causal mode, a window, both, or neither; varlen, paged and sampled rows alike).
+// The plan depends on the block's ranges alone, never on timing or the thread that runs it.
 void plan_strip(std::span<const KeyRange> vis, const StripSplit& split, std::vector<StripPiece>& out);
 
 // Pairs the pieces compute, and of those the visible ones: for reports and tests.
