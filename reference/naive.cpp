@@ -22,6 +22,7 @@
 #include "reference/mask.h"
 #include "reference/score_mod.h"
 #include "reference/sequences.h"
+#include "reference/strip_plan.h"
 
 namespace flashcheck {
 
@@ -253,9 +254,11 @@ struct Task {
 // rounding to the BLAS kernel, and kernels differ: on a Sapphire Rapids host OpenBLAS 0.3.21 folded
 // alpha in before the sum (scores of outlier keys 57 ulp off where the dot product itself is exact;
 // session 7, PERF.md), which the GPU oracle's derived bound rightly refused.
-void dots(int64_t nb, int64_t ncols, int64_t dqk, const double* q, const double* k, double* s) {
+// One call per piece of the block's strip (reference/strip_plan.h): nb rows against ncols keys,
+// into S whose rows are lds apart. A score is one dot product whichever piece computes it.
+void dots(int64_t nb, int64_t ncols, int64_t dqk, const double* q, const double* k, double* s, int64_t lds) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), static_cast<int>(ncols), static_cast<int>(dqk),
-              1.0, q, static_cast<int>(dqk), k, static_cast<int>(dqk), 0.0, s, static_cast<int>(ncols));
+              1.0, q, static_cast<int>(dqk), k, static_cast<int>(dqk), 0.0, s, static_cast<int>(lds));
 }
 
 // What one row adds to its scores before the softmax: softcap, ALiBi bias and the sink logit
@@ -304,10 +307,11 @@ double softmax_row(const RowKernels& rk, double* s, int64_t row, KeyRange vis, i
   return l;
 }
 
-// Step 3: U = E V, the second fp64 GEMM (unnormalised outputs, nb × dv).
-void weighted_sum(int64_t nb, int64_t ncols, int64_t dv, const double* e, const double* v, double* u) {
+// Step 3: U = E V, the second fp64 GEMM (unnormalised outputs, nb × dv), one call per piece of the
+// strip: E's rows are lde apart; beta 1 adds the piece to what the row's other pieces summed.
+void weighted_sum(int64_t nb, int64_t ncols, int64_t dv, const double* e, int64_t lde, const double* v, double* u, double beta) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), static_cast<int>(dv), static_cast<int>(ncols),
-              1.0, e, static_cast<int>(ncols), v, static_cast<int>(dv), 0.0, u, static_cast<int>(dv));
+              1.0, e, static_cast<int>(lde), v, static_cast<int>(dv), beta, u, static_cast<int>(dv));
 }
 
 // Step 4, one row: O = U / ℓ. With non-finite values in V (v_finite false) U is not taken from the
@@ -335,6 +339,10 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const
 }
 
 OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& rows) {
+  return naive_attention(p, in, rows, StripSplit::oracle_default());
+}
+
+OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& rows, const StripSplit& split) {
   const auto call_start = std::chrono::steady_clock::now();
   validate(p);
   validate_side_inputs(p, in);
@@ -397,11 +405,14 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
   // Per-thread scratch, kept across chunks: O(row_block × span_cap) each.
   struct Scratch {
     std::vector<double> q, u, l;
+    std::vector<KeyRange> vis;       // the block's rows' visible keys
+    std::vector<StripPiece> pieces;  // its GEMMs (reference/strip_plan.h)
     HugeBuffer<double> s;  // scores, up to 16 MiB: huge pages, no zero pass (big_vector.h)
   };
   std::vector<Scratch> scratch(static_cast<size_t>(threads));
   std::vector<Profile> spent(static_cast<size_t>(threads));
   const bool fp8 = is_fp8(p.dtype);
+  std::atomic<bool> plan_broken{false};
 
   for (int64_t kv0 = 0; kv0 < kv_heads;) {
     // The chunk: at least one KV head, more while they fit the threads' score budget and the
@@ -558,9 +569,22 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
               Eigen::Map<const MatF>(in.q.data() + seqs.q_row(t.b, t.h, rows.row(t.b, t.r0 + i)), 1, dqk).cast<double>();
           if (fp8) MapD(sc.q.data() + i * dqk, 1, dqk) *= q_descale;
         }
-        lap(mine.widen);
-        // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded.
-        dots(t.nb, t.ncols, dqk, sc.q.data(), Kw(t.kv) + t.c0 * dqk, s);
+        sc.vis.resize(static_cast<size_t>(t.nb));
+        for (int64_t i = 0; i < t.nb; ++i) sc.vis[static_cast<size_t>(i)] = visible_range(p, t.b, rows.row(t.b, t.r0 + i));
+        // The strip's middle as one GEMM over every row, its masked corners in smaller pieces.
+        plan_strip(sc.vis, split, sc.pieces);
+        // The scratch holds the strip only. A piece past it would be the planner's bug, reported
+        // after the parallel region (an exception must not leave it).
+        if (std::any_of(sc.pieces.begin(), sc.pieces.end(),
+                        [&](const StripPiece& x) { return x.k0 < t.c0 || x.k0 + x.nk > t.c0 + t.ncols; })) {
+          plan_broken.store(true, std::memory_order_relaxed);
+          continue;
+        }
+        lap(mine.widen);  // Q widened and the strip planned
+        // Inside this parallel region OpenBLAS's OpenMP build runs single-threaded. Scores outside
+        // every piece are masked: step 2 never reads them (it zeroes them).
+        for (const StripPiece& x : sc.pieces)
+          dots(x.nr, x.nk, dqk, sc.q.data() + x.r0 * dqk, Kw(t.kv) + x.k0 * dqk, s + x.r0 * t.ncols + (x.k0 - t.c0), t.ncols);
         lap(mine.scores);
         RowMods mods;
         mods.scale = scale;
@@ -571,14 +595,22 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
         for (int64_t i = 0; i < t.nb; ++i) {
           const int64_t row = rows.row(t.b, t.r0 + i);
           sc.l[static_cast<size_t>(i)] =
-              softmax_row(rk, s + i * t.ncols, row, visible_range(p, t.b, row), t.c0, t.ncols, mods,
+              softmax_row(rk, s + i * t.ncols, row, sc.vis[static_cast<size_t>(i)], t.c0, t.ncols, mods,
                           &r.lse[static_cast<size_t>(rows.index(t.b, t.h, t.r0 + i, hq))]);
         }
         lap(mine.softmax);
-        if (vf) weighted_sum(t.nb, t.ncols, dv, s, Vw(t.kv) + t.c0 * dv, sc.u.data());
+        // U over the same pieces. Split, a row's sum is its pieces' sums added in plan order (the
+        // middle first): the same terms as one GEMM over the strip, in another order, and the
+        // plan depends on the block's rows alone. A single piece is the strip's GEMM as before.
+        if (vf) {
+          if (sc.pieces.size() > 1) std::fill_n(sc.u.data(), t.nb * dv, 0.0);
+          for (const StripPiece& x : sc.pieces)
+            weighted_sum(x.nr, x.nk, dv, s + x.r0 * t.ncols + (x.k0 - t.c0), t.ncols, Vw(t.kv) + x.k0 * dv,
+                         sc.u.data() + x.r0 * dv, sc.pieces.size() > 1 ? 1.0 : 0.0);
+        }
         lap(mine.pv);
         for (int64_t i = 0; i < t.nb; ++i) {
-          const KeyRange vis = visible_range(p, t.b, rows.row(t.b, t.r0 + i));
+          const KeyRange vis = sc.vis[static_cast<size_t>(i)];
           store_row(&r.o[static_cast<size_t>(rows.index(t.b, t.h, t.r0 + i, hq) * dv)], sc.u.data() + i * dv,
                     s + i * t.ncols + (vis.lo - t.c0), Vw(t.kv) + vis.lo * dv, vis.count(), dv, sc.l[static_cast<size_t>(i)], vf);
         }
@@ -589,6 +621,7 @@ OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& r
     }
     kv0 += nkv;
   }
+  if (plan_broken.load()) throw std::logic_error("naive_attention: a strip piece reaches past its block's keys (reference/strip_plan.cpp)");
   if (profiling()) {
     Profile all;
     for (const Profile& x : spent) all += x;

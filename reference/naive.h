@@ -30,11 +30,17 @@ struct OracleResult {
 //  - a NaN anywhere in a row's visible scores or values propagates to that row (IEEE semantics);
 //    the oracle never hides a NaN. Keys a row does not see never reach it, whatever they hold.
 // Cost follows the visible work: each block of rows computes only the keys its rows see (a window
-// costs O(Sq·window)), each sequence of a varlen batch its own lengths. Memory is
+// costs O(Sq·window)), the masked corners of its strip cut down to a few percent of the pairs by
+// smaller GEMMs (reference/strip_plan.h), each sequence of a varlen batch its own lengths. Memory is
 // O(row_block × seq_kv) per thread plus the widened K/V of a few heads: seq 131072 at D=128 stays
 // well under 1 GiB. `rows` restricts evaluation to those query rows (sampling for huge shapes).
 OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& rows);
 // Every row, or the same rows (ascending, unique) in every sequence (empty: every row).
 OracleResult naive_attention(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
+// With the given strip planning (reference/strip_plan.h) instead of StripSplit::oracle_default():
+// StripSplit::none() is one GEMM over each block's whole strip, for tests and benchmarks that
+// compare the two.
+struct StripSplit;
+OracleResult naive_attention(const Problem& p, const Inputs& in, const RowSet& rows, const StripSplit& split);
 
 }  // namespace flashcheck
