@@ -2,12 +2,14 @@
 // split order 0, 1, ... (a fixed order: bitwise the same output on every run), and writes O in
 // the input type and LSE in natural log. One warp per row, each lane D/32 consecutive elements.
 //
-// With partials (O_s normalised, L_s = log2 of its sum) and M = max_s L_s:
-//   w_s = 2^(L_s − M),  O = Σ w_s·O_s / Σ w_s,  LSE = (M + log2 Σ w_s)·ln 2.
-// The max is subtracted before any exponent, so no w_s overflows and the largest is exactly 1. An
-// empty split (L_s = −inf) weighs 2^−inf = 0; when every split is empty M is −inf, the shift is 0
-// instead (−inf − (−inf) would be NaN) and the row is the empty state: O = 0, LSE = −inf. A NaN
-// partial (NaN or Inf inputs the row sees) is skipped by fmaxf but weighs NaN, so O and LSE stay NaN.
+// With partials (O_s normalised by its sum ℓ_s, m_s its raw score max) and M = max_s m_s:
+//   w_s = 2^((m_s − M)·scale·log2 e + log2 ℓ_s),  O = Σ w_s·O_s / Σ w_s,  LSE = (M·scale·log2 e + log2 Σ w_s)·ln 2.
+// The max is subtracted before any exponent: (m_s − M)·scale·log2 e ≤ 0 and log2 ℓ_s ≤ 31, so no
+// w_s overflows, and m_s − M of raw scores is exact where they are close (two fp32 LSEs near 1e7
+// would differ by their rounding alone). An empty split (m_s = log2 ℓ_s = −inf) weighs 2^−inf = 0;
+// when every split is empty M is −inf, the shift is 0 instead (−inf − (−inf) would be NaN) and the
+// row is the empty state: O = 0, LSE = −inf. A NaN partial (NaN or Inf inputs the row sees) has a
+// NaN log2 ℓ_s, so its weight, O and LSE stay NaN.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -34,17 +36,19 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kCombineWarps * 32) decode_co
   const int h = static_cast<int>(bh % p.heads_q), b = static_cast<int>(bh / p.heads_q);
   if (i >= decode_sq(p, b)) return;  // a row past this sequence's queries (packed q): not an output
 
+  const float sl2 = p.sl2;
   float mx = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.ws_lse[int64_t(s) * rows_total + R]);
+  for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.ws_max[int64_t(s) * rows_total + R]);
   const float mu = mx == -INFINITY ? 0.f : mx;
   float acc[PL];
 #pragma unroll
   for (int e = 0; e < PL; ++e) acc[e] = 0.f;
   float sum = 0.f;
   for (int s = 0; s < p.num_splits; ++s) {
-    const float w = exp2f(p.ws_lse[int64_t(s) * rows_total + R] - mu);
+    const int64_t at = int64_t(s) * rows_total + R;
+    const float w = exp2f((p.ws_max[at] - mu) * sl2 + p.ws_log2l[at]);
     sum += w;
-    const float* const src = p.ws_o + (int64_t(s) * rows_total + R) * D + lane * PL;
+    const float* const src = p.ws_o + at * D + lane * PL;
 #pragma unroll
     for (int e = 0; e < PL; e += 2) {
       const float2 o = *reinterpret_cast<const float2*>(src + e);
@@ -65,7 +69,7 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kCombineWarps * 32) decode_co
     *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
   if (lane == 0 && p.lse)
-    p.lse[query_row(p, p.slse, b, h, i)] = sum == 0.f ? -INFINITY : (mu + log2f(sum)) * 0.6931471805599453f;
+    p.lse[query_row(p, p.slse, b, h, i)] = sum == 0.f ? -INFINITY : (mu * sl2 + log2f(sum)) * 0.6931471805599453f;
 }
 
 }  // namespace flashcheck::kernels

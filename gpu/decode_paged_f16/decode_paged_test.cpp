@@ -165,26 +165,27 @@ class Staged {
 #define REQUIRE_GPU() GTEST_SKIP() << "built without CUDA"
 #endif
 
-// A random decode problem: the brief of issue 22 (Sq 1..16, GQA, paged caches of the declared
-// sizes with lengths aimed at page, tile and split boundaries), and now and then a dense cache,
-// packed queries, no causal mask or the top-left one.
-Problem random_decode(std::mt19937_64& rng) {
+// Random decode problem n: the classes the brief names cycle with n (so every run draws each of
+// them: pages of 16, 64, 256 and odd sizes or a dense cache, B = 16, group 8, Sq = 16, packed
+// queries, each causal mode, each page order, an empty cache, one split forced and many), and
+// everything else is random: sizes, the other lengths (aimed at page, tile and split boundaries).
+Problem random_decode(std::mt19937_64& rng, int n) {
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   Problem p;
-  p.batch = pick(0, 3) == 0 ? pick(9, 16) : pick(1, 8);
+  p.batch = n % 8 == 0 ? 16 : pick(1, 15);
   p.heads_kv = pick(1, 2);
-  p.heads_q = p.heads_kv * pick(1, 8);
+  p.heads_q = p.heads_kv * (n % 7 == 0 ? 8 : pick(1, 8));
   p.head_dim_qk = p.head_dim_v = std::vector<int64_t>{64, 128, 256}[static_cast<size_t>(pick(0, 2))];
   p.dtype = pick(0, 1) ? DType::bf16 : DType::f16;
-  const int64_t c = pick(0, 9);
-  p.causal = c < 7 ? Causal::bottom_right : c < 9 ? Causal::none : Causal::top_left;
+  p.causal = n % 9 == 0 ? Causal::none : n % 9 == 1 ? Causal::top_left : Causal::bottom_right;
   const int64_t bn = p.head_dim_qk == 256 ? kernels::DecodeTraits<256>::kBlockN : kernels::DecodeTraits<128>::kBlockN;
-  const int64_t paging = pick(0, 9);
+  const int paging = n % 10;
   p.page_size = paging < 3 ? 16 : paging < 6 ? 64 : paging < 8 ? 256 : paging < 9 ? std::vector<int64_t>{1, 7, 48}[static_cast<size_t>(pick(0, 2))] : 0;
   const int64_t unit = p.page_size > 0 ? p.page_size : bn;
-  auto length = [&]() -> int64_t {
+  auto length = [&](int64_t b) -> int64_t {
+    if (b == 0 && n % 13 == 5) return 0;  // an empty cache
     switch (pick(0, 7)) {
-      case 0: return 0;                                   // an empty cache
+      case 0: return 0;
       case 1: return pick(1, 3);
       case 2: return unit * pick(1, 8);                   // exactly whole pages
       case 3: return unit * pick(1, 8) + pick(-1, 1);     // one off a page boundary
@@ -192,28 +193,42 @@ Problem random_decode(std::mt19937_64& rng) {
       default: return pick(1, 1500);
     }
   };
-  const bool packed = pick(0, 4) == 0;
+  const bool packed = n % 6 == 1;
   if (packed) {
     p.layout = Layout::thd;
     for (int64_t b = 0; b < p.batch; ++b) p.seqlens_q.push_back(pick(0, 16));
   } else {
-    p.layout = pick(0, 3) == 0 ? Layout::bshd : Layout::bhsd;
-    p.seq_q = pick(1, 16);
+    p.layout = n % 4 == 3 ? Layout::bshd : Layout::bhsd;
+    p.seq_q = n % 11 == 3 ? 16 : pick(1, 16);
   }
   if (p.page_size > 0) {
-    p.page_order = std::vector<PageOrder>{PageOrder::identity, PageOrder::shuffled, PageOrder::shared}[static_cast<size_t>(pick(0, 2))];
-    for (int64_t b = 0; b < p.batch; ++b) p.seqlens_kv.push_back(std::max<int64_t>(length(), 0));
+    p.page_order = std::vector<PageOrder>{PageOrder::identity, PageOrder::shuffled, PageOrder::shared}[static_cast<size_t>(n % 3)];
+    for (int64_t b = 0; b < p.batch; ++b) p.seqlens_kv.push_back(std::max<int64_t>(length(b), 0));
   } else if (packed) {
-    for (int64_t b = 0; b < p.batch; ++b) p.seqlens_kv.push_back(std::max<int64_t>(length(), 0));
+    for (int64_t b = 0; b < p.batch; ++b) p.seqlens_kv.push_back(std::max<int64_t>(length(b), 0));
   } else {
-    p.seq_kv = std::max<int64_t>(length(), 1);
+    p.seq_kv = std::max<int64_t>(length(1), 1);
     if (pick(0, 1))
-      for (int64_t b = 0; b < p.batch; ++b) p.seqused_kv.push_back(std::min(p.seq_kv, std::max<int64_t>(length(), 0)));
+      for (int64_t b = 0; b < p.batch; ++b) p.seqused_kv.push_back(std::min(p.seq_kv, std::max<int64_t>(length(b), 0)));
   }
   normalize(p);
   validate(p);
   return p;
 }
+
+// The random test's cases: a problem and the split count to force (0: planned; 1: the combine of a
+// single partial; 2..40: often more splits than tiles, so empty splits among full ones).
+std::vector<std::pair<Problem, kernels::DecodePlanOverride>> random_cases(uint64_t seed, int n) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<Problem, kernels::DecodePlanOverride>> out;
+  for (int i = 0; i < n; ++i) {
+    Problem p = random_decode(rng, i);
+    const int64_t splits = i % 4 < 2 ? 0 : i % 4 == 2 ? 1 : std::uniform_int_distribution<int64_t>(2, 40)(rng);
+    out.emplace_back(std::move(p), kernels::DecodePlanOverride{splits});
+  }
+  return out;
+}
+constexpr int kRandomCases = 120;
 
 struct Tally {
   int run = 0, failed = 0;
@@ -234,19 +249,50 @@ void expect_passes(const Problem& p, uint64_t seed, Dist dist, const kernels::De
 #endif
 }
 
+// The random draw itself, on any machine: valid problems (validate() runs in random_decode), and
+// every class the brief names is drawn within the 120 cases the GPU test takes.
+TEST(DecodePagedF16, RandomDrawCoversTheDecodeClasses) {
+  int page16 = 0, page64 = 0, page256 = 0, odd_page = 0, dense = 0, shared = 0, shuffled = 0, empty = 0, packed = 0,
+      group8 = 0, sq16 = 0, b16 = 0, partial_last = 0;
+  int forced_one = 0, forced_many = 0;
+  for (const auto& [p, force] : random_cases(flashcheck::testing::seed_for(2201), kRandomCases)) {
+    forced_one += force.num_splits == 1;
+    forced_many += force.num_splits > 1;
+    page16 += p.page_size == 16;
+    page64 += p.page_size == 64;
+    page256 += p.page_size == 256;
+    odd_page += p.page_size > 0 && p.page_size != 16 && p.page_size != 64 && p.page_size != 256;
+    dense += p.page_size == 0;
+    shared += p.paged() && p.page_order == PageOrder::shared;
+    shuffled += p.paged() && p.page_order == PageOrder::shuffled;
+    packed += p.layout == Layout::thd;
+    group8 += p.group() == 8;
+    sq16 += p.seq_q == 16;
+    b16 += p.batch == 16;
+    for (int64_t b = 0; b < p.batch; ++b) {
+      empty += p.skv(b) == 0;
+      partial_last += p.paged() && p.skv(b) % p.page_size != 0;
+    }
+  }
+  std::printf("pages 16/64/256/odd/dense %d/%d/%d/%d/%d, shared %d, shuffled %d, empty caches %d, partial last pages %d, "
+              "packed %d, group 8 %d, Sq 16 %d, B 16 %d, one split %d, 2-40 splits %d\n",
+              page16, page64, page256, odd_page, dense, shared, shuffled, empty, partial_last, packed, group8, sq16, b16,
+              forced_one, forced_many);
+  for (int c : {page16, page64, page256, odd_page, dense, shared, shuffled, empty, partial_last, packed, group8, sq16, b16,
+                forced_one, forced_many})
+    EXPECT_GT(c, 0);
+}
+
 TEST(DecodePagedF16, RandomDecodeProblemsAgreeWithTheOracle) {
   REQUIRE_GPU();
   const uint64_t seed = flashcheck::testing::seed_for(2201);
   std::printf("problem seed %llu\n", static_cast<unsigned long long>(seed));
-  std::mt19937_64 rng(seed);
   Tally tally;
-  for (int n = 0; n < 120; ++n) {
-    const Problem p = random_decode(rng);
-    // Splits: planned, one (the combine of a single partial), or forced past the tiles (empty splits).
-    const int64_t f = std::uniform_int_distribution<int64_t>(0, 5)(rng);
-    const kernels::DecodePlanOverride force{f < 3 ? 0 : f == 3 ? 1 : std::uniform_int_distribution<int64_t>(2, 40)(rng)};
-    const Dist dist = n % 10 == 9 ? Dist::nonfinite : n % 10 == 8 ? Dist::large : Dist::normal;
+  int n = 0;
+  for (const auto& [p, force] : random_cases(seed, kRandomCases)) {
+    const Dist dist = n % 7 == 6 ? Dist::nonfinite : n % 7 == 5 ? Dist::large : Dist::normal;
     expect_passes(p, seed + static_cast<uint64_t>(n), dist, force, tally);
+    ++n;
   }
   std::printf("%d random decode problems, %d failed\n", tally.run, tally.failed);
 }

@@ -64,15 +64,18 @@ void launch_decode_typed(DecodeParams p, bool paged, int64_t max_keys, const Dec
   p.num_splits = static_cast<int>(splits);
   if (base > 0x7fffffff) throw std::invalid_argument("decode_paged_f16: batch × KV heads past the grid's 2^31 − 1");
 
-  // Workspace: partial O then partial LSE, poisoned (0xFF bytes: fp32 NaN) on every launch so that
-  // a partial the split kernel failed to write reaches the output as NaN instead of a stale value.
+  // Workspace: partial O, then the partial maxima, then log2 ℓ; poisoned (0xFF bytes: fp32 NaN)
+  // on every launch, so that a partial the split kernel failed to write reaches the output as NaN
+  // instead of a stale value from an earlier launch.
   const size_t o_bytes = size_t(splits) * size_t(rows_total) * D * sizeof(float);
-  const size_t bytes = o_bytes + size_t(splits) * size_t(rows_total) * sizeof(float);
+  const size_t m_bytes = size_t(splits) * size_t(rows_total) * sizeof(float);
+  const size_t bytes = o_bytes + 2 * m_bytes;
   keep_pool_memory(dev);
   void* ws = nullptr;
   FC_CUDA_CHECK(cudaMallocAsync(&ws, bytes, s));
   p.ws_o = static_cast<float*>(ws);
-  p.ws_lse = reinterpret_cast<float*>(static_cast<char*>(ws) + o_bytes);
+  p.ws_max = reinterpret_cast<float*>(static_cast<char*>(ws) + o_bytes);
+  p.ws_log2l = reinterpret_cast<float*>(static_cast<char*>(ws) + o_bytes + m_bytes);
   FC_CUDA_CHECK(cudaMemsetAsync(ws, 0xFF, bytes, s));
 
   const dim3 grid(static_cast<unsigned>(base / chunks), static_cast<unsigned>(chunks), static_cast<unsigned>(splits));

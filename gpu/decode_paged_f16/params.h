@@ -36,10 +36,14 @@ struct DecodeParams {
 
   int num_splits = 1;
   int chunks = 1;  // query chunks of DecodeTraits::kRows rows per (b, KV head)
-  // Partial results, split-major: o [num_splits][batch·heads_q·seq_q][D] normalised, lse
-  // [num_splits][batch·heads_q·seq_q] in log2 units (−inf: the split saw no key of that row).
+  // Partial results, split-major over rows (b·heads_q + h)·seq_q + i: o [num_splits][rows][D]
+  // normalised by the split's own sum ℓ; the split's raw score max m [num_splits][rows] and log2 ℓ
+  // [num_splits][rows] kept apart (a split that saw no key of the row: m = −inf, log2 ℓ = −inf), so
+  // that the combine subtracts maxima of raw scores, exact where they are close, instead of two
+  // large LSEs whose fp32 rounding alone can be a whole unit of log2 weight.
   float* ws_o = nullptr;
-  float* ws_lse = nullptr;
+  float* ws_max = nullptr;
+  float* ws_log2l = nullptr;
 };
 
 }  // namespace flashcheck::kernels

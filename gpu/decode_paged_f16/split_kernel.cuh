@@ -1,6 +1,6 @@
 // decode_paged_f16's first kernel: one CTA per (sequence, KV head, query chunk, split) computes
 // the attention of its query rows over its split's keys only, and writes the partial result — O
-// normalised by its own sum, and its LSE (log2 units) — to the workspace. combine_kernel.cuh
+// normalised by its own sum ℓ, its raw score max and log2 ℓ — to the workspace. combine_kernel.cuh
 // merges the splits. The query heads of one KV head are rows of the same CTA (row f of a chunk is
 // query f / group of head kv_head·group + f % group), so each K/V byte is read once per KV head
 // and query chunk. Tensor cores (mma.sync m16n8k16, one m16 tile of rows per warp), fp32
@@ -63,20 +63,21 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kThreads, 2) decode_split_ker
   const int n_tiles = (hi - lo + BN - 1) / BN;
 
   const int64_t rows_total = int64_t(p.batch) * p.heads_q * p.seq_q;
-  float* const ws_lse = p.ws_lse + int64_t(split) * rows_total;
+  float* const ws_max = p.ws_max + int64_t(split) * rows_total;
+  float* const ws_log2l = p.ws_log2l + int64_t(split) * rows_total;
   float* const ws_o = p.ws_o + int64_t(split) * rows_total * D;
   // Workspace row of chunk row f: (b, head, query) as the combine reads it.
   auto ws_row = [&](int64_t f) { return (int64_t(b) * p.heads_q + int64_t(hk) * G + f % G) * p.seq_q + f / G; };
 
   if (n_tiles == 0) {
     // No key of this split is visible to the chunk: every row's partial is the empty state
-    // (O = 0, LSE = −inf), which the combine weighs 0 — written, so no partial is ever unset.
+    // (O = 0, m = log2 ℓ = −inf), which the combine weighs 0 — written, so no partial is ever unset.
     for (int idx = tid; idx < T::kRows * (D / 4); idx += T::kThreads) {
       const int r = idx / (D / 4), c = idx % (D / 4);
       if (f0 + r >= rows) continue;
       const int64_t R = ws_row(f0 + r);
       *reinterpret_cast<float4*>(ws_o + R * D + 4 * c) = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (c == 0) ws_lse[R] = -INFINITY;
+      if (c == 0) ws_max[R] = ws_log2l[R] = -INFINITY;
     }
     return;
   }
@@ -233,8 +234,8 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kThreads, 2) decode_split_ker
   cp_async_wait<0>();  // no copy outlives the CTA (the last groups are empty, but say so)
 
   if (!computes) return;
-  // The partial of each row: O / ℓ and LSE₂ = m·scale·log2 e + log2 ℓ. ℓ = 0 only for a row that
-  // took no key of this split (the empty state); a NaN ℓ stays NaN in O and LSE.
+  // The partial of each row: O / ℓ, the raw max m and log2 ℓ. ℓ = 0 only for a row that took no
+  // key of this split (the empty state: m = −inf too); a NaN ℓ stays NaN in O and log2 ℓ.
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const float lt = decode_quad_sum(l[hf]);
@@ -246,7 +247,10 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kThreads, 2) decode_split_ker
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt)
       *reinterpret_cast<float2*>(orow + dt * 8 + 2 * t4) = make_float2(acc[dt][2 * hf] * inv, acc[dt][2 * hf + 1] * inv);
-    if (t4 == 0) ws_lse[R] = lt == 0.f ? -INFINITY : m[hf] * sl2 + log2f(lt);
+    if (t4 == 0) {
+      ws_max[R] = lt == 0.f ? -INFINITY : m[hf];
+      ws_log2l[R] = lt == 0.f ? -INFINITY : log2f(lt);
+    }
   }
 }
 
