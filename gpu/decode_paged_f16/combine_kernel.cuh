@@ -2,20 +2,14 @@
 // split order 0, 1, ... (a fixed order: bitwise the same output on every run), and writes O in
 // the input type and LSE in natural log. One warp per row, each lane D/32 consecutive elements.
 //
-// With partials (O_s normalised by its sum ℓ_s, m_s its raw score max) and M = max_s m_s:
-//   w_s = 2^((m_s − M)·scale·log2 e + log2 ℓ_s),  O = Σ w_s·O_s / Σ w_s,  LSE = (M·scale·log2 e + log2 Σ w_s)·ln 2.
-// The max is subtracted before any exponent: (m_s − M)·scale·log2 e ≤ 0 and log2 ℓ_s ≤ 31, so no
-// w_s overflows, and m_s − M of raw scores is exact where they are close (two fp32 LSEs near 1e7
-// would differ by their rounding alone). An empty split (m_s = log2 ℓ_s = −inf) weighs 2^−inf = 0;
-// when every split is empty M is −inf, the shift is 0 instead (−inf − (−inf) would be NaN) and the
-// row is the empty state: O = 0, LSE = −inf. A NaN partial (NaN or Inf inputs the row sees) has a
-// NaN log2 ℓ_s, so its weight, O and LSE stay NaN.
+// The merge arithmetic, its numerics and its edge cases are merge.h's (tested on the CPU).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 
+#include "gpu/decode_paged_f16/merge.h"
 #include "gpu/decode_paged_f16/params.h"
 #include "gpu/decode_paged_f16/sequence.cuh"
 #include "gpu/decode_paged_f16/tile_size.h"
@@ -39,14 +33,14 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kCombineWarps * 32) decode_co
   const float sl2 = p.sl2;
   float mx = -INFINITY;
   for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.ws_max[int64_t(s) * rows_total + R]);
-  const float mu = mx == -INFINITY ? 0.f : mx;
+  const float mu = merge_shift(mx);
   float acc[PL];
 #pragma unroll
   for (int e = 0; e < PL; ++e) acc[e] = 0.f;
   float sum = 0.f;
   for (int s = 0; s < p.num_splits; ++s) {
     const int64_t at = int64_t(s) * rows_total + R;
-    const float w = exp2f((p.ws_max[at] - mu) * sl2 + p.ws_log2l[at]);
+    const float w = merge_weight(p.ws_max[at], p.ws_log2l[at], mu, sl2);
     sum += w;
     const float* const src = p.ws_o + at * D + lane * PL;
 #pragma unroll
@@ -56,7 +50,7 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kCombineWarps * 32) decode_co
       acc[e + 1] += w * o.y;
     }
   }
-  const float inv = sum == 0.f ? 0.f : 1.f / sum;
+  const float inv = merge_inverse(sum);
   uint32_t packed[PL / 2];
 #pragma unroll
   for (int e = 0; e < PL; e += 2) packed[e / 2] = pack2<kBf16>(acc[e] * inv, acc[e + 1] * inv);
@@ -69,7 +63,7 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kCombineWarps * 32) decode_co
     *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
   if (lane == 0 && p.lse)
-    p.lse[query_row(p, p.slse, b, h, i)] = sum == 0.f ? -INFINITY : (mu * sl2 + log2f(sum)) * 0.6931471805599453f;
+    p.lse[query_row(p, p.slse, b, h, i)] = merge_lse(mu, sum, sl2);
 }
 
 }  // namespace flashcheck::kernels
