@@ -19,7 +19,7 @@ stage=$(mktemp -d)
 mkdir -p "$stage/lib" "$out"
 cp "$build/flashcheck" "$build/gpu/decode_paged_test" "$build/gpu/decode_split_plan_test" "$build/bench/decode_bench" \
   "$build/runner/launched_tile_test" "$build/runner/capabilities_snapshot_test" "$stage/"
-cp gpu/capabilities.json tools/device/decode_sdpa.py "$stage/"
+cp gpu/capabilities.json tools/device/decode_sdpa.py tools/device/cuda_timing.py "$stage/"
 ldd "$build/flashcheck" | awk '/openblas|gfortran|quadmath|gomp/ {print $3}' | sort -u | xargs -r cp -L -t "$stage/lib"
 tar -C "$stage" -cf - . | xz -T1 --lzma2=preset=9,dict=192MiB >"$out/bin.tar.xz"
 rm -rf "$stage"

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import median_ms  # beside this script
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--iters", type=int, default=30)
 args = ap.parse_args()
@@ -25,22 +27,6 @@ SHAPES = [  # name, B, Hq, Hkv, Sq, S, D
     ("B16 cache8192 sq4", 16, 32, 8, 4, 8192, 128),
     ("B1 cache131072", 1, 32, 8, 1, 131072, 128),
 ]
-
-
-def median_ms(fn, iters):
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
 
 
 print(f"device: {torch.cuda.get_device_name()} torch {torch.__version__}")

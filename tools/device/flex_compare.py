@@ -16,13 +16,14 @@ window at S = 16384; 16 packed documents of lengths drawn as mma_variants_device
 import argparse
 import json
 import random
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from cuda_timing import median_ms  # beside this script
 
 # Each shape, mask and score_mod is its own compiled graph: more than dynamo's default limit of 8
 # recompiles, past which it silently falls back to the unfused eager path (48 ms instead of ~1 ms).
@@ -31,21 +32,6 @@ for knob in ("recompile_limit", "cache_size_limit"):
         setattr(torch._dynamo.config, knob, 64)
 flex = torch.compile(flex_attention, dynamic=False)
 H, D, DT = 16, 128, torch.bfloat16
-
-
-def median_ms(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def causal_pairs(s):
@@ -71,7 +57,7 @@ def main():
 
     def row(shape, backend, pairs, fn):
         try:
-            ms = median_ms(fn, a.warmup, a.iters)
+            ms = median_ms(fn, a.iters, a.warmup)
             tf = 4.0 * D * H * pairs / (ms * 1e-3) * 1e-12
             rows.append(dict(shape=shape, backend=backend, ms=ms, tflops=tf))
             print(f"{shape:28s} {backend:8s} {ms:9.3f} ms {tf:8.1f} TFLOPS", flush=True)

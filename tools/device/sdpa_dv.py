@@ -12,24 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import median_ms  # beside this script
+
 builds = [b.split("=", 1) for b in sys.argv[1].split(",")]
 b, h, s, dqk, dv = (int(x) for x in sys.argv[2:7])
-
-
-def median_ms(fn, iters=30):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1))
-    ts.sort()
-    return ts[len(ts) // 2]
 
 
 torch.manual_seed(0)
