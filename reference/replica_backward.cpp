@@ -86,6 +86,7 @@ class BackwardReplica {
     dq_acc_.assign(static_cast<size_t>(p_.q_elems()), 0.0f);
     r_.dk.assign(static_cast<size_t>(p_.k_elems()), 0.0f);
     r_.dv.assign(static_cast<size_t>(p_.v_elems()), 0.0f);
+    r_.p_colsum.assign(static_cast<size_t>(seqs_.total_kv() * p_.heads_kv), 0.0f);
     // One task per (sequence, KV head): it owns its keys' dK and dV and its query heads' dQ rows,
     // so no two tasks write one element and the sums run in the order stated in the header.
     const int64_t units = p_.batch * p_.heads_kv;
@@ -148,7 +149,9 @@ class BackwardReplica {
           dP.noalias() = dO * V.transpose();
           P.resize(nq, nk);
           dS.resize(nq, nk);
-          for (int64_t i = 0; i < nq; ++i) tile_row(b, h, r0 + i, k0, n, S.row(i).data(), dP.row(i).data(), P.row(i).data(), dS.row(i).data(), nk);
+          float* colsum = r_.p_colsum.data() + seqs_.k_row(b, hk, k0) / dqk_;
+          for (int64_t i = 0; i < nq; ++i)
+            tile_row(b, h, r0 + i, k0, n, S.row(i).data(), dP.row(i).data(), P.row(i).data(), dS.row(i).data(), nk, colsum);
           dV.noalias() += P.transpose() * dO;
           if (into_dk) dK.noalias() += dS.transpose() * Q;
           MapF(dq_acc_.data() + seqs_.q_row(b, h, r0), nq, dqk_).noalias() += dS * K;
@@ -166,7 +169,7 @@ class BackwardReplica {
   // One row of a tile: P from the saved LSE and dS over keys k0 .. k0 + nk − 1, each rounded to the
   // compute dtype as the GEMMs take them; exact zeros where the mask hides the key.
   void tile_row(int64_t b, int64_t h, int64_t row, int64_t k0, const HeadNumerics& n, const float* s, const float* dp,
-                float* pr, float* dsr, int64_t nk) const {
+                float* pr, float* dsr, int64_t nk, float* colsum) const {
     const KeyRange vis = visible_range(p_, b, row);
     const size_t at = static_cast<size_t>(seqs_.lse_at(b, h, row));
     if (vis.empty()) {  // sees no key: its LSE is a convention, and it contributes nothing
@@ -193,6 +196,7 @@ class BackwardReplica {
       const float pij = cfg_.use_exp2 ? std::exp2(x * n.sc - lse) : std::exp(x * n.sc - lse);
       float ds = pij * (dp[j] * n.v_descale - d);
       if (n.cap_mul > 0 && keep_cap) ds *= dcap;
+      colsum[j] += pij;
       pr[j] = cfg_.round_p ? round_to(cdt_, pij) : pij;
       dsr[j] = cfg_.round_ds ? round_to(cdt_, ds) : ds;
     }

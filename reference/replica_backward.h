@@ -59,6 +59,10 @@ struct BackwardReplicaConfig {
 struct ReplicaGradients {
   std::vector<float> dq, dk, dv;  // logical layouts of Inputs::q, k, v; values in gradient_dtype(p)
   std::vector<float> dsinks;      // [Hq] fp32 when the problem has sinks, else empty
+  // Per logical key row (Sequences::k_row / Dqk): Σ P over every row of the key's query group that
+  // sees it (the unrounded fp32 P): how much attention the key receives, which scales the fp32
+  // noise its dK sums (verify/backward_expected.h).
+  std::vector<float> p_colsum;
 };
 
 // o and d_out: the logical layout of the forward's output over every row (p.o_elems()); lse: one
