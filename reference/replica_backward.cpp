@@ -19,6 +19,7 @@ using CMapF = Eigen::Map<const MatF>;
 using MapF = Eigen::Map<MatF>;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kLog2eF = static_cast<float>(kLog2e);
+constexpr double kParallelWork = 1 << 22;  // (query, key) pairs × (Dqk + Dv) from which tasks run in parallel
 
 // What every tile of one (sequence, query head) multiplies and adds, as the forward replica
 // (reference/replica.cpp) holds it: scores stay in raw units (the dot product with the scale's sign,
@@ -90,7 +91,13 @@ class BackwardReplica {
     // One task per (sequence, KV head): it owns its keys' dK and dV and its query heads' dQ rows,
     // so no two tasks write one element and the sums run in the order stated in the header.
     const int64_t units = p_.batch * p_.heads_kv;
-#pragma omp parallel for schedule(dynamic, 1)
+    // Small problems run on one thread: a parallel region's start and barrier cost more than their
+    // work, and far more on a loaded machine where a waiting thread spins against the others (the
+    // oracle's rule, reference/naive_backward.cpp). Results do not depend on it: tasks own what they write.
+    double work = 0;
+    for (int64_t b = 0; b < p_.batch; ++b) work += static_cast<double>(seqs_.sq(b)) * static_cast<double>(seqs_.skv(b));
+    work *= static_cast<double>(p_.heads_q * (dqk_ + dv_));
+#pragma omp parallel for schedule(dynamic, 1) if (work >= kParallelWork && units > 1)
     for (int64_t u = 0; u < units; ++u) kv_head(u / p_.heads_kv, u % p_.heads_kv);
     r_.dq.resize(dq_acc_.size());
     for (int64_t b = 0; b < p_.batch; ++b)

@@ -242,6 +242,31 @@ TEST(ReplicaBackward, IsBitwiseDeterministic) {
   }
 }
 
+// The same on problems large enough to run their KV heads in parallel (small ones run on one
+// thread: replica_backward.cpp).
+TEST(ReplicaBackward, IsBitwiseDeterministicInParallel) {
+  std::mt19937_64 g(testing::seed_for(2306));
+  const int threads = omp_get_max_threads();
+  for (const char* line : {"b=2 hq=4 hkv=2 sq=300 skv=260 dqk=64 dv=32 causal=bottom_right dtype=bf16 softcap=20 sinks=1",
+                           "b=3 hq=2 hkv=2 sq=170 skv=190 dqk=32 dv=64 causal=none dtype=f16 window=40,7 alibi=symmetric"}) {
+    const Problem p = parse_problem(line);
+    const uint64_t seed = g();
+    SCOPED_TRACE(describe(p, seed));
+    const BackwardCase c = make_case(p, seed);
+    BackwardReplicaConfig cfg;
+    cfg.block_q = 64, cfg.block_kv = 32;
+    omp_set_num_threads(1);
+    const ReplicaGradients one = replica_of(c, cfg);
+    omp_set_num_threads(std::max(threads, 4));
+    const ReplicaGradients many = replica_of(c, cfg);
+    omp_set_num_threads(threads);
+    EXPECT_TRUE(same_bits(one.dq, many.dq)) << "dq";
+    EXPECT_TRUE(same_bits(one.dk, many.dk)) << "dk";
+    EXPECT_TRUE(same_bits(one.dv, many.dv)) << "dv";
+    EXPECT_TRUE(same_bits(one.dsinks, many.dsinks)) << "dsinks";
+  }
+}
+
 TEST(ReplicaBackward, RefusesMismatchedSizesNamingTheTensor) {
   std::mt19937_64 g(testing::seed_for(2305));
   Problem p = variant_problem_in(g, DType::bf16);

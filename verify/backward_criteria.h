@@ -10,7 +10,8 @@
 //    row sees have exactly 0 (the sinks' gradient has neither);
 //  - cosine and rel_l2 over the compared elements (written, finite in both, not held to 0 above,
 //    not in rows fp32 cannot resolve), each limit the looser of the fixed one and 2× the same-dtype
-//    baseline's own figure; reported only where the gradient cancels to noise (backward_criteria.cpp);
+//    baseline's own figure; reported only where the gradient cancels to noise and for the sinks'
+//    gradient (one cancelling scalar per head: backward_criteria.cpp);
 //  - baseline_relative, the public suites' rule: max|g − r| ≤ k·max|baseline − r| + atol·max|r|,
 //    the baseline being the same-dtype FlashAttention-2 backward replica (verify/backward_expected.h).
 // Gradients are in the logical layouts of Inputs::q, k, v (reference/sequences.h); a kernel's dK/dV
