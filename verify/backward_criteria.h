@@ -1,0 +1,73 @@
+// The gradient criteria (issue 23, item 3): a backward kernel's dQ, dK, dV (and the sinks'
+// gradient) against the fp64 oracle's, each gradient judged on its own, every criterion named with
+// its value and limit through verify/report.h's Criterion, so a report never says "ok" past a limit.
+//
+// Per gradient:
+//  - unwritten: elements still holding the gradient dtype's poison (verify/metrics.h);
+//  - nan_inf_positions: finite exactly where the oracle is, infinities of one sign (NaN may stand
+//    for the oracle's ±Inf): the forward's rule (verify/criteria.cpp);
+//  - empty_rows (dQ): rows that see no key have dQ exactly 0; unseen_keys (dK, dV): keys no query
+//    row sees have exactly 0 (the sinks' gradient has neither);
+//  - cosine and rel_l2 over the compared elements (written, finite in both, not held to 0 above,
+//    not in rows fp32 cannot resolve), each limit the looser of the fixed one and 2× the same-dtype
+//    baseline's own figure; reported only where the gradient cancels to noise and for the sinks'
+//    gradient (one cancelling scalar per head: backward_criteria.cpp);
+//  - baseline_relative, the public suites' rule: max|g − r| ≤ k·max|baseline − r| + atol·max|r|,
+//    the baseline being the same-dtype FlashAttention-2 backward replica (verify/backward_expected.h).
+// Gradients are in the logical layouts of Inputs::q, k, v (reference/sequences.h); a kernel's dK/dV
+// from a paged cache gather to it exactly where no two sequences share a page.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reference/problem.h"
+#include "verify/backward_expected.h"
+#include "verify/backward_tolerance.h"
+#include "verify/report.h"
+
+namespace flashcheck {
+
+struct KernelGradients {
+  std::vector<float> dq, dk, dv;              // logical layouts; values in gradient_dtype(p)
+  std::optional<std::vector<float>> dsinks;   // [Hq] fp32, when the kernel computes it
+};
+
+struct BackwardOptions {
+  std::optional<BackwardTolerance> tol;  // default: backward_tolerance_for(p.dtype)
+};
+
+// Where a gradient's worst element lies: for dQ (b, query head, query row, col); for dK and dV
+// (b, KV head, key, col); for the sinks' gradient (0, query head, 0, 0). b is the sequence.
+struct GradientLocation {
+  int64_t b = 0, h = 0, row = 0, col = 0;
+  double kernel = 0, oracle = 0;
+};
+
+struct GradientVerdict {
+  std::string name;  // "dq", "dk", "dv", "dsinks"
+  std::vector<Criterion> criteria;
+  int64_t elements = 0, compared = 0, unwritten = 0, nan_mismatches = 0, zero_violations = 0;
+  int64_t unresolved = 0;  // finite elements left out of the value criteria (BackwardExpected::unresolved_*)
+  double cosine = 1, rel_l2 = 0, max_abs = 0, baseline_max_abs = 0, max_ref = 0;
+  double atol_ref = 0;  // what the baseline rule's atol multiplies: max|r| (the sinks': at least their terms' size)
+  std::optional<GradientLocation> worst;  // a NaN/Inf mismatch first, then a non-zero held to 0, then the largest error
+  bool pass() const;
+};
+
+struct BackwardReport {
+  Problem problem;
+  std::vector<GradientVerdict> gradients;  // dq, dk, dv, then dsinks when the problem has sinks
+  std::vector<std::string> notes;
+  std::string repro;
+  bool pass() const;
+  // "dk: baseline_relative", one per failed criterion, gradients in order.
+  std::vector<std::string> failed() const;
+};
+
+// Throws std::invalid_argument naming the gradient whose size does not match the problem.
+BackwardReport verify_backward(const Problem& p, const BackwardExpected& expected, const KernelGradients& kernel,
+                               const BackwardOptions& opt = {});
+
+}  // namespace flashcheck

@@ -1,0 +1,149 @@
+#include "verify/backward_expected.h"
+
+#include <cmath>
+
+#include "reference/mask.h"
+#include "reference/score_mod.h"
+#include "reference/sequences.h"
+#include "verify/expected.h"
+
+namespace flashcheck {
+
+namespace {
+
+// Marks the rows whose δ reaches kUnresolvedDelta, and every key such a row sees (of its KV head).
+void find_unresolved(const Problem& p, const Inputs& in, BackwardExpected& e) {
+  const Sequences s(p);
+  const int64_t dqk = p.head_dim_qk;
+  e.unresolved_rows.assign(static_cast<size_t>(p.lse_elems()), 0);
+  e.unresolved_keys.assign(static_cast<size_t>(s.total_kv() * p.heads_kv), 0);
+  e.unresolved_sinks.assign(static_cast<size_t>(p.heads_q), 0);
+  const double rounding = score_rounding(dqk);
+  auto norm = [](const float* x, int64_t n) {
+    double t = 0;
+    for (int64_t i = 0; i < n; ++i) t += static_cast<double>(x[i]) * x[i];
+    return std::sqrt(t);
+  };
+  const bool fp8 = is_fp8(p.dtype);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      const int64_t skv = s.skv(b), d = alignment_offset(p, s.sq(b), skv);
+      const double k_mul = fp8 ? descale_of(p, in.descale_k, b, hk) : 1.0, q_mul = fp8 ? descale_of(p, in.descale_q, b, hk) : 1.0;
+      std::vector<double> kn(static_cast<size_t>(skv));
+      for (int64_t j = 0; j < skv; ++j) kn[static_cast<size_t>(j)] = k_mul * norm(&in.k[static_cast<size_t>(s.k_row(b, hk, j))], dqk);
+      std::vector<int64_t> cover(static_cast<size_t>(skv) + 1, 0);  // unresolved rows over each key
+      for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
+        const double slope = p.alibi == Alibi::none ? 0.0 : std::fabs(alibi_slope(p, in.alibi_slopes.data(), b, h));
+        for (int64_t i = 0; i < s.sq(b); ++i) {
+          const KeyRange vis = visible_range(p, b, i);
+          if (vis.empty()) continue;
+          double kmax = 0;
+          for (int64_t j = vis.lo; j < vis.hi; ++j) kmax = std::max(kmax, kn[static_cast<size_t>(j)]);
+          const int64_t center = p.alibi == Alibi::signed_ ? i : i + d;
+          const double far = static_cast<double>(std::max(std::llabs(center - vis.lo), std::llabs(center - (vis.hi - 1))));
+          const double bound = std::fabs(p.softmax_scale()) * q_mul * norm(&in.q[static_cast<size_t>(s.q_row(b, h, i))], dqk) * kmax + slope * far;
+          if (!(rounding * bound >= kUnresolvedDelta)) continue;
+          e.unresolved_rows[static_cast<size_t>(s.lse_at(b, h, i))] = 1;
+          e.unresolved_sinks[static_cast<size_t>(h)] = 1;
+          ++e.count_unresolved_rows;
+          ++cover[static_cast<size_t>(vis.lo)];
+          --cover[static_cast<size_t>(vis.hi)];
+        }
+      }
+      int64_t over = 0;
+      for (int64_t j = 0; j < skv; ++j) {
+        over += cover[static_cast<size_t>(j)];
+        if (over > 0) e.unresolved_keys[static_cast<size_t>(s.k_row(b, hk, j) / dqk)] = 1;
+      }
+    }
+}
+
+std::vector<double> sink_terms(const Problem& p, const Inputs& in, const ReplicaResult& fwd, std::span<const float> d_out) {
+  const Sequences s(p);
+  std::vector<double> t(static_cast<size_t>(p.heads_q), 0.0);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const double sink = in.sinks[static_cast<size_t>(h)];
+      for (int64_t i = 0; i < s.sq(b); ++i) {
+        const double lse = fwd.lse[static_cast<size_t>(s.lse_at(b, h, i))];
+        if (!std::isfinite(lse) || !std::isfinite(sink)) continue;
+        double d = 0;
+        const size_t o = static_cast<size_t>(s.o_row(b, h, i));
+        for (int64_t c = 0; c < p.head_dim_v; ++c) d += std::fabs(static_cast<double>(d_out[o + static_cast<size_t>(c)]) * fwd.o[o + static_cast<size_t>(c)]);
+        t[static_cast<size_t>(h)] += std::exp(sink - lse) * d;
+      }
+    }
+  return t;
+}
+
+// dq_terms and dk_terms (backward_expected.h), in fp64 from the inputs, dO and the attention each
+// key receives.
+void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_out, BackwardExpected& e) {
+  const Sequences s(p);
+  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
+  const double scale = std::fabs(p.softmax_scale());
+  auto norm = [](const float* x, int64_t n) {
+    double t = 0;
+    for (int64_t i = 0; i < n; ++i) t += static_cast<double>(x[i]) * x[i];
+    return std::sqrt(t);
+  };
+  const bool fp8 = is_fp8(p.dtype);
+  const std::vector<float>& colsum = e.baselines.front().p_colsum;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      const int64_t skv = s.skv(b);
+      const double k_mul = fp8 ? descale_of(p, in.descale_k, b, hk) : 1.0, q_mul = fp8 ? descale_of(p, in.descale_q, b, hk) : 1.0,
+                   v_mul = fp8 ? descale_of(p, in.descale_v, b, hk) : 1.0;
+      std::vector<double> kn(static_cast<size_t>(skv)), vn(static_cast<size_t>(skv));
+      double most_attention = 0;
+      for (int64_t j = 0; j < skv; ++j) {
+        kn[static_cast<size_t>(j)] = k_mul * norm(&in.k[static_cast<size_t>(s.k_row(b, hk, j))], dqk);
+        vn[static_cast<size_t>(j)] = v_mul * norm(&in.v[static_cast<size_t>(s.v_row(b, hk, j))], dv);
+        const float c = colsum[static_cast<size_t>(s.k_row(b, hk, j) / dqk)];
+        if (std::isfinite(c)) most_attention = std::max(most_attention, static_cast<double>(c));
+      }
+      double aq = 0;
+      for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
+        for (int64_t i = 0; i < s.sq(b); ++i) {
+          const KeyRange vis = visible_range(p, b, i);
+          if (vis.empty()) continue;
+          double kmax = 0, vmax = 0;
+          for (int64_t j = vis.lo; j < vis.hi; ++j) {
+            kmax = std::max(kmax, kn[static_cast<size_t>(j)]);
+            vmax = std::max(vmax, vn[static_cast<size_t>(j)]);
+          }
+          const double a = norm(&d_out[static_cast<size_t>(s.o_row(b, h, i))], dv) * vmax;
+          const double qn = q_mul * norm(&in.q[static_cast<size_t>(s.q_row(b, h, i))], dqk);
+          if (std::isfinite(a * kmax)) e.dq_terms = std::max(e.dq_terms, scale * a * kmax);
+          if (std::isfinite(a * qn)) aq = std::max(aq, a * qn);
+        }
+      e.dk_terms = std::max(e.dk_terms, scale * aq * most_attention);
+    }
+}
+
+}  // namespace
+
+BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std::span<const float> d_out) {
+  BackwardExpected e;
+  e.oracle = naive_attention_backward(p, in, d_out);
+  // Baseline 1: forward and backward with (128, 128) tiles and exp2. Baseline 2: a forward with
+  // (64, 64) tiles and exp2, then a backward with (16, 16) tiles and exp. Its backward recomputes P
+  // in other units than its forward's LSE was formed in, and sums its scores in another order, as
+  // a kernel's backward MMAs are laid out unlike its forward's; its forward's tiles move where P is
+  // rounded (fp8: P's fp8 rounding, which O, D and the sinks' gradient carry).
+  for (const auto& [fwd_tile, bwd_tile, bwd_exp2] : {std::tuple{int64_t{128}, int64_t{128}, true}, {int64_t{64}, int64_t{16}, false}}) {
+    ReplicaConfig fc;
+    fc.block_q = fc.block_kv = fwd_tile;
+    BackwardReplicaConfig bc;
+    bc.block_q = bc.block_kv = bwd_tile;
+    bc.use_exp2 = bwd_exp2;
+    const ReplicaResult fwd = replica_attention(p, in, fc);
+    e.baselines.push_back(replica_attention_backward(p, in, fwd.o, fwd.lse, d_out, bc));
+    if (p.sinks && e.dsinks_terms.empty()) e.dsinks_terms = sink_terms(p, in, fwd, d_out);
+  }
+  find_unresolved(p, in, e);
+  noise_scales(p, in, d_out, e);
+  return e;
+}
+
+}  // namespace flashcheck

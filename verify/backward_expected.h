@@ -1,0 +1,61 @@
+// What a backward kernel's gradients are expected to be, for one problem and one dO: the fp64
+// oracle's (reference/naive_backward.h) and the same-dtype baselines the error is scaled by — the
+// FlashAttention-2 backward replica (reference/replica_backward.h) fed by the forward replica's O
+// and LSE, as a kernel's backward is fed by its forward.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "reference/inputs.h"
+#include "reference/naive_backward.h"
+#include "reference/problem.h"
+#include "reference/replica.h"
+#include "reference/replica_backward.h"
+
+namespace flashcheck {
+
+struct BackwardExpected {
+  BackwardResult oracle;  // fp64 truth, logical layouts
+  // The same-dtype baselines, logical layouts: the FlashAttention-2 backward replica twice, each fed
+  // by a forward replica's O and LSE: (128, 128) tiles and exp2 throughout, and a (64, 64) forward
+  // with exp followed by a (16, 16) backward with exp. The rule takes the worse of the two. The
+  // second's backward sums its scores in another order than its forward did, as a kernel's backward
+  // MMAs differ from its forward's, so P = exp(s − LSE) carries that difference: in f32, where
+  // nothing else is rounded, a backward whose scores repeat its forward's bit for bit recomputes a
+  // one-hot P exactly, and a correct kernel was then 240x its error; and its O is rounded apart,
+  // which with fp8 inputs (O carries P's fp8 rounding) moves D and the sinks' gradient
+  // (verify/TOLERANCE.md, Backward).
+  std::vector<ReplicaGradients> baselines;
+  // Rows whose scores fp32 cannot resolve, and the keys they reach. A backward kernel recomputes
+  // P = exp(s − LSE) from an fp32 score and an fp32 LSE, each off by up to δ = score_rounding(Dqk)
+  // · (the row's score bound, verify/expected.h); once δ reaches kUnresolvedDelta every P of the row
+  // is uncertain by a factor e^(±2δ) ≥ e, on every key, not only near ties as in the forward (`large`
+  // inputs: scores near 10^8, δ in the thousands, where any two correct kernels' gradients differ by
+  // orders of magnitude). Their gradient elements — the row's dQ, the dK and dV of every key it sees,
+  // its head's sink gradient — are judged for unwritten, NaN/Inf and exact zeros only.
+  std::vector<char> unresolved_rows;  // per logical query row (Sequences::lse_at)
+  std::vector<char> unresolved_keys;  // per logical key row (Sequences::k_row / Dqk)
+  std::vector<char> unresolved_sinks; // per query head
+  int64_t count_unresolved_rows = 0;
+  // The size of the terms the sinks' gradient sums, per query head: Σ_rows P_sink · Σ_c |dO·O|
+  // (from the first baseline's forward; a scale, not a value). The sinks' gradient −Σ P_sink·D is
+  // one sum over a head's rows, and each D = dO·O carries O's rounding; where the sum cancels, its
+  // error is that rounding's random walk, not a fraction of the result, and one scalar's error
+  // against two baselines' is a ratio of noises (a correct fp8 kernel was 5x both). Its atol is
+  // taken relative to this (verify/backward_criteria.cpp).
+  std::vector<double> dsinks_terms;
+  // fp32's noise floor for dQ and dK. dS = P·(dP − D) is formed in fp32 from dP and D, each bounded
+  // by a_i = ‖dO_i‖·max‖v_j‖ over the row's keys, so it carries an absolute error of a few 2^-24·a_i
+  // even where the truth cancels to 0 (one visible key: P = 1 and D = dP exactly), and two
+  // baselines can both be exactly 0 there by luck while a correct kernel with other tiles is not.
+  // dq_terms = max_i |scale|·a_i·max‖k_j‖ (P sums to at most 1 over a row's keys); dk_terms =
+  // max over KV heads of |scale|·max_i(a_i·‖q_i‖)·max_j Σ_i P_ij (the attention a key receives,
+  // from the first baseline). The baseline rule adds 2^-20 of them (verify/backward_criteria.cpp).
+  double dq_terms = 0, dk_terms = 0;
+};
+
+// d_out: the logical layout of O over every row (p.o_elems()), values in the output dtype.
+// Every row is evaluated (no row sampling yet: the backward oracle computes all rows).
+BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std::span<const float> d_out);
+
+}  // namespace flashcheck
