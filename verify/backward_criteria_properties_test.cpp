@@ -16,8 +16,8 @@ namespace {
 
 ProblemSpace every_variant() {
   ProblemSpace s;
-  s.max_seq = 96;
-  s.max_work = 3e5;
+  s.max_seq = 64;
+  s.max_work = 1e5;
   s.max_varlen_batch = 4;
   s.dtypes = {DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2};
   s.windows = s.softcap = s.sinks = s.seqused = s.paged = s.alibi_per_batch = true;

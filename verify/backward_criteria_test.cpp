@@ -2,6 +2,7 @@
 // dtype; each deliberate fault fails the gradient it breaks, by the criterion expected, and leaves
 // the others passing; single planted elements are named; reports never say "ok" past a limit.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <map>
@@ -21,6 +22,12 @@
 
 namespace flashcheck {
 namespace {
+
+// One thread for this binary (its properties too): every problem here is tiny (≤ 20 rows, dims ≤ 32,
+// the properties' ≤ 64 rows), a parallel region costs more than its work, and far more on a loaded
+// machine where waiting threads spin against the others (the binary took 1.4 s idle and 39 s at a
+// load of 7 on 2 cores). Verdicts never depend on the thread count.
+const int kOneThread = (omp_set_num_threads(1), 1);
 
 Problem variant_problem_in(std::mt19937_64& g, DType d) {
   Problem p = random_variant_problem(g);
@@ -90,7 +97,7 @@ bool failed(const GradientVerdict& g, const std::string& criterion) {
 TEST(BackwardCriteria, ACorrectReplicaPassesInEveryDtype) {
   std::mt19937_64 g(testing::seed_for(2311));
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2})
-    for (int n = 0; n < 100; ++n) {
+    for (int n = 0; n < 40; ++n) {
       const Case c = make_case(variant_problem_in(g, d), g());
       const BackwardReport r = verify_backward(c.p, c.ex, kernel_of(c, other_tiles()));
       ASSERT_TRUE(r.pass()) << c.line() << "\n" << to_text(r);
@@ -141,7 +148,7 @@ Faulty faulty(std::mt19937_64& g, Want want, BackwardFault f) {
 TEST(BackwardCriteria, DkNotSummedOverTheGroupFailsDkAlone) {
   std::mt19937_64 g(testing::seed_for(2312));
   int material = 0;
-  for (int n = 0; n < 40; ++n) {
+  for (int n = 0; n < 25; ++n) {
     const Faulty f = faulty(g, [](const Problem& p) { return p.group() > 1; }, BackwardFault::dk_not_summed);
     SCOPED_TRACE(f.c.line() + "\n" + to_text(f.r));
     EXPECT_TRUE(gradient(f.r, "dq").pass());
@@ -153,7 +160,7 @@ TEST(BackwardCriteria, DkNotSummedOverTheGroupFailsDkAlone) {
     ASSERT_TRUE(dk.worst);
     EXPECT_EQ(dk.worst->h, f.c.p.heads_kv - 1) << "the worst element is not in the KV head the fault breaks";
   }
-  EXPECT_GE(material, 20) << "the fault seldom moved dK: the test says little";
+  EXPECT_GE(material, 12) << "the fault seldom moved dK: the test says little";
 }
 
 // dQ without the softmax scale (1/√Dqk: 2.8 to 5.7 times too large here): dQ fails by the baseline
@@ -161,7 +168,7 @@ TEST(BackwardCriteria, DkNotSummedOverTheGroupFailsDkAlone) {
 TEST(BackwardCriteria, DqMissingTheScaleFailsDqAlone) {
   std::mt19937_64 g(testing::seed_for(2313));
   int material = 0;
-  for (int n = 0; n < 40; ++n) {
+  for (int n = 0; n < 25; ++n) {
     const Faulty f = faulty(g, [](const Problem& p) { return !p.scale; }, BackwardFault::dq_unscaled);
     SCOPED_TRACE(f.c.line() + "\n" + to_text(f.r));
     EXPECT_TRUE(gradient(f.r, "dk").pass());
@@ -174,7 +181,7 @@ TEST(BackwardCriteria, DqMissingTheScaleFailsDqAlone) {
       EXPECT_TRUE(failed(dq, "rel_l2"));
     }
   }
-  EXPECT_GE(material, 20) << "the fault seldom moved dQ: the test says little";
+  EXPECT_GE(material, 12) << "the fault seldom moved dQ: the test says little";
 }
 
 // dS not multiplied by the cap's derivative, with a cap that binds (0.5, below these scores): dQ
@@ -182,7 +189,7 @@ TEST(BackwardCriteria, DqMissingTheScaleFailsDqAlone) {
 TEST(BackwardCriteria, SoftcapDerivativeDroppedFailsDqAndDk) {
   std::mt19937_64 g(testing::seed_for(2314));
   int material = 0;
-  for (int n = 0; n < 40; ++n) {
+  for (int n = 0; n < 25; ++n) {
     const Faulty f = faulty(g, [](Problem& p) { return (p.softcap = 0.5) > 0; }, BackwardFault::softcap_derivative_dropped);
     SCOPED_TRACE(f.c.line() + "\n" + to_text(f.r));
     EXPECT_TRUE(gradient(f.r, "dv").pass());
@@ -192,7 +199,7 @@ TEST(BackwardCriteria, SoftcapDerivativeDroppedFailsDqAndDk) {
       EXPECT_TRUE(failed(gradient(f.r, name), "baseline_relative")) << name;
     }
   }
-  EXPECT_GE(material, 40) << "the fault seldom moved dQ or dK: the test says little";
+  EXPECT_GE(material, 25) << "the fault seldom moved dQ or dK: the test says little";
 }
 
 // Two departures from FlashAttention 2's numerics that make a gradient *more* accurate, and so must
@@ -221,7 +228,7 @@ TEST(BackwardCriteria, MoreAccurateThanTheBaselinePasses) {
 TEST(BackwardCriteria, SinglePlantedElementsAreCaughtWhereTheyAre) {
   std::mt19937_64 g(testing::seed_for(2316));
   int empty_rows = 0, unseen_keys = 0;
-  for (int n = 0; n < 120; ++n) {
+  for (int n = 0; n < 60; ++n) {
     const Problem p = variant_problem_in(g, static_cast<DType>(g() % 5));
     const Case c = make_case(p, g());
     const KernelGradients good = kernel_of(c, other_tiles());
