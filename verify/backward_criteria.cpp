@@ -16,14 +16,6 @@ namespace flashcheck {
 
 namespace {
 
-// The forward's NaN/Inf rule (verify/criteria.cpp, nonfinite_status_matches): finite exactly where
-// the oracle is, two infinities of one sign; NaN may stand for an infinity (an online softmax's
-// rescaled infinite accumulator) and the reverse.
-bool nonfinite_status_matches(float k, double o) {
-  if (std::isfinite(k) != std::isfinite(o)) return false;
-  return !(std::isinf(k) && std::isinf(o) && (k > 0) != (o > 0));
-}
-
 // Each logical row of a gradient: where it lies (sequence, head, row or key) and whether it must
 // be exactly 0 (a query row that sees no key; a key no query row sees).
 struct RowMap {

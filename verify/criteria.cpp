@@ -16,18 +16,6 @@ namespace {
 
 // How one output element stands before any error is measured. The criteria and the error maps both
 // classify through these, so the page shows exactly what the verdict counted.
-// NaN is no wildcard: an element is finite exactly where the oracle's is, and two infinities
-// have one sign. But NaN may stand for an infinity of the oracle's: the oracle sums a row at
-// once, while an online softmax rescales its running sum and output by 2^(m_old - m_new) when a
-// later tile raises the row's max, and an infinite accumulator times that 0 is NaN (torch's
-// memory-efficient kernel: O = NaN where V's -inf under P = 1 makes the oracle's -inf). An Inf in
-// place of the oracle's NaN is accepted for the same reason the other way round; a finite value
-// for a non-finite one (a kernel squashing bad data), or the reverse, is not.
-bool nonfinite_status_matches(float k, double o) {
-  if (std::isfinite(k) != std::isfinite(o)) return false;
-  return !(std::isinf(k) && std::isinf(o) && (k > 0) != (o > 0));
-}
-
 MapFlag classify_o(DType dt, float k, double o, bool empty_row) {
   if (is_poison(dt, k)) return MapFlag::unwritten;
   // Convention: exactly zero (either sign). NaN here is the classic 0/0 of an unguarded kernel.

@@ -1,6 +1,7 @@
 // Element-wise metrics between a kernel's output and the oracle, in the units kernels are judged by.
 #pragma once
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -22,6 +23,19 @@ int64_t ordered_bits(DType d, float x);
 // ULP distance of two values representable in `d`. Both NaN: 0. One NaN: kNanUlp.
 inline constexpr uint64_t kNanUlp = std::numeric_limits<uint64_t>::max();
 uint64_t ulp_distance(DType d, float a, float b);
+
+// NaN is no wildcard: an element is finite exactly where the oracle's is, and two infinities
+// have one sign. But NaN may stand for an infinity of the oracle's: the oracle sums a row at
+// once, while an online softmax rescales its running sum and output by 2^(m_old - m_new) when a
+// later tile raises the row's max, and an infinite accumulator times that 0 is NaN (torch's
+// memory-efficient kernel: O = NaN where V's -inf under P = 1 makes the oracle's -inf). An Inf in
+// place of the oracle's NaN is accepted for the same reason the other way round; a finite value
+// for a non-finite one (a kernel squashing bad data), or the reverse, is not.
+inline bool nonfinite_status_matches(float k, double o) {
+  if (std::isfinite(k) != std::isfinite(o)) return false;
+  return !(std::isinf(k) && std::isinf(o) && (k > 0) != (o > 0));
+}
+
 // The spacing of the dtype's representable values at |x| (its ULP there), subnormals included.
 double ulp_at(DType d, double x);
 // x rounded once, to nearest with ties to even, to the dtype (widened exactly to fp32). Not
