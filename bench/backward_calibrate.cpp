@@ -26,14 +26,7 @@ using namespace flashcheck;
 namespace {
 
 Problem draw(std::mt19937_64& g, DType d) {
-  Problem p = random_variant_problem(g);
-  p.dtype = d;
-  p.out_dtype.reset();
-  p.descale = Descale::none;
-  if (is_fp8(d)) {
-    p.out_dtype = g() % 2 ? DType::bf16 : DType::f16;
-    p.descale = static_cast<Descale>(g() % 3);
-  }
+  Problem p = random_variant_problem_in(g, d);
   const bool dense = p.seqlens_q.empty() && p.seqlens_kv.empty() && p.seqused_kv.empty() && !p.paged();
   if (dense && g() % 2) {  // longer sums: the rounding of P and dS adds up over more terms
     p.seq_q = 1 + static_cast<int64_t>(g() % 300);

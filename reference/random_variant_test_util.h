@@ -58,4 +58,19 @@ inline Problem random_variant_problem(std::mt19937_64& g) {
   return p;
 }
 
+// The same in dtype d: fp8 draws an output dtype and a descale granularity too (the backward's
+// tests and calibration sweep every dtype over one variant draw).
+inline Problem random_variant_problem_in(std::mt19937_64& g, DType d) {
+  Problem p = random_variant_problem(g);
+  p.dtype = d;
+  p.out_dtype.reset();
+  p.descale = Descale::none;
+  if (is_fp8(d)) {
+    p.out_dtype = g() % 2 ? DType::bf16 : DType::f16;
+    p.descale = static_cast<Descale>(g() % 3);
+  }
+  validate(p);
+  return p;
+}
+
 }  // namespace flashcheck

@@ -19,20 +19,6 @@
 namespace flashcheck {
 namespace {
 
-// random_variant_problem in dtype d (fp8: an output dtype and descales drawn too).
-Problem variant_problem_in(std::mt19937_64& g, DType d) {
-  Problem p = random_variant_problem(g);
-  p.dtype = d;
-  p.out_dtype.reset();
-  p.descale = Descale::none;
-  if (is_fp8(d)) {
-    p.out_dtype = g() % 2 ? DType::bf16 : DType::f16;
-    p.descale = static_cast<Descale>(g() % 3);
-  }
-  validate(p);
-  return p;
-}
-
 // A backward case: inputs, dO in the output dtype, and the forward replica's O and LSE (what a
 // kernel's backward is handed).
 struct BackwardCase {
@@ -120,7 +106,7 @@ TEST(ReplicaBackward, MatchesTheOracleInEveryDtypeAndVariant) {
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
     double worst = 0;
     for (int n = 0; n < 150; ++n) {
-      const Problem p = variant_problem_in(g, d);
+      const Problem p = random_variant_problem_in(g, d);
       const uint64_t seed = g();
       const Dist dist = n % 2 ? Dist::uniform : Dist::normal;
       // Tiles smaller than these sequences (up to 20), so the blocked sums are exercised.
@@ -152,7 +138,7 @@ TEST(ReplicaBackward, TheAllowanceSeesEachFault) {
     bool seen = false;
     double most = 0;
     for (int n = 0; n < 200 && !seen; ++n) {
-      Problem p = variant_problem_in(g, DType::bf16);
+      Problem p = random_variant_problem_in(g, DType::bf16);
       if (f == BackwardFault::dk_not_summed && p.group() == 1) continue;
       if (f == BackwardFault::softcap_derivative_dropped) p.softcap = 0.5;  // a cap the scores reach
       const BackwardCase c = make_case(p, g());
@@ -181,7 +167,7 @@ TEST(ReplicaBackward, EmptyRowsAndUnseenKeysGetExactZeros) {
   std::mt19937_64 g(testing::seed_for(2303));
   int64_t empty_rows = 0, unseen_keys = 0;
   for (int n = 0; n < 150; ++n) {
-    const Problem p = variant_problem_in(g, static_cast<DType>(g() % 5));
+    const Problem p = random_variant_problem_in(g, static_cast<DType>(g() % 5));
     const uint64_t seed = g();
     SCOPED_TRACE(describe(p, seed));
     const BackwardCase c = make_case(p, seed);
@@ -219,7 +205,7 @@ TEST(ReplicaBackward, IsBitwiseDeterministic) {
   std::mt19937_64 g(testing::seed_for(2304));
   const int threads = omp_get_max_threads();
   for (int n = 0; n < 40; ++n) {
-    Problem p = variant_problem_in(g, static_cast<DType>(g() % 5));
+    Problem p = random_variant_problem_in(g, static_cast<DType>(g() % 5));
     p.heads_kv = 2, p.heads_q = 2 * static_cast<int64_t>(1 + g() % 3);  // several tasks, GQA groups
     validate(p);
     const uint64_t seed = g();
@@ -269,8 +255,8 @@ TEST(ReplicaBackward, IsBitwiseDeterministicInParallel) {
 
 TEST(ReplicaBackward, RefusesMismatchedSizesNamingTheTensor) {
   std::mt19937_64 g(testing::seed_for(2305));
-  Problem p = variant_problem_in(g, DType::bf16);
-  while (p.o_elems() == 0) p = variant_problem_in(g, DType::bf16);
+  Problem p = random_variant_problem_in(g, DType::bf16);
+  while (p.o_elems() == 0) p = random_variant_problem_in(g, DType::bf16);
   const BackwardCase c = make_case(p, g());
   std::vector<float> short_do(c.dout.begin(), c.dout.end() - 1);
   try {

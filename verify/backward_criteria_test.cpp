@@ -29,18 +29,6 @@ namespace {
 // load of 7 on 2 cores). Verdicts never depend on the thread count.
 const int kOneThread = (omp_set_num_threads(1), 1);
 
-Problem variant_problem_in(std::mt19937_64& g, DType d) {
-  Problem p = random_variant_problem(g);
-  p.dtype = d;
-  p.out_dtype.reset();
-  p.descale = Descale::none;
-  if (is_fp8(d)) {
-    p.out_dtype = g() % 2 ? DType::bf16 : DType::f16;
-    p.descale = static_cast<Descale>(g() % 3);
-  }
-  validate(p);
-  return p;
-}
 
 // One judged backward case: inputs, a dO in the output dtype, what is expected, and a correct
 // "kernel" (the replicas with tiles of their own).
@@ -98,7 +86,7 @@ TEST(BackwardCriteria, ACorrectReplicaPassesInEveryDtype) {
   std::mt19937_64 g(testing::seed_for(2311));
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2})
     for (int n = 0; n < 40; ++n) {
-      const Case c = make_case(variant_problem_in(g, d), g());
+      const Case c = make_case(random_variant_problem_in(g, d), g());
       const BackwardReport r = verify_backward(c.p, c.ex, kernel_of(c, other_tiles()));
       ASSERT_TRUE(r.pass()) << c.line() << "\n" << to_text(r);
     }
@@ -125,7 +113,7 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 template <typename Want>
 Faulty faulty(std::mt19937_64& g, Want want, BackwardFault f) {
   for (int n = 0; n < 400; ++n) {
-    Problem p = variant_problem_in(g, n % 2 ? DType::bf16 : DType::f16);
+    Problem p = random_variant_problem_in(g, n % 2 ? DType::bf16 : DType::f16);
     if (!want(p)) continue;
     Case c = make_case(p, g());
     BackwardReplicaConfig bc = other_tiles();
@@ -211,7 +199,7 @@ TEST(BackwardCriteria, SoftcapDerivativeDroppedFailsDqAndDk) {
 TEST(BackwardCriteria, MoreAccurateThanTheBaselinePasses) {
   std::mt19937_64 g(testing::seed_for(2315));
   for (int n = 0; n < 30; ++n) {
-    const Case c = make_case(variant_problem_in(g, n % 2 ? DType::bf16 : DType::f16), g());
+    const Case c = make_case(random_variant_problem_in(g, n % 2 ? DType::bf16 : DType::f16), g());
     BackwardReplicaConfig unrounded_p = other_tiles();
     unrounded_p.round_p = false;
     const BackwardReport r1 = verify_backward(c.p, c.ex, kernel_of(c, unrounded_p));
@@ -229,7 +217,7 @@ TEST(BackwardCriteria, SinglePlantedElementsAreCaughtWhereTheyAre) {
   std::mt19937_64 g(testing::seed_for(2316));
   int empty_rows = 0, unseen_keys = 0;
   for (int n = 0; n < 60; ++n) {
-    const Problem p = variant_problem_in(g, static_cast<DType>(g() % 5));
+    const Problem p = random_variant_problem_in(g, static_cast<DType>(g() % 5));
     const Case c = make_case(p, g());
     const KernelGradients good = kernel_of(c, other_tiles());
     ASSERT_TRUE(verify_backward(p, c.ex, good).pass()) << c.line();
@@ -286,7 +274,7 @@ TEST(BackwardCriteria, SinglePlantedElementsAreCaughtWhereTheyAre) {
 TEST(BackwardCriteria, OneWrongValueFailsTheBaselineRuleAndIsNamed) {
   std::mt19937_64 g(testing::seed_for(2317));
   for (int n = 0; n < 40; ++n) {
-    const Case c = make_case(variant_problem_in(g, static_cast<DType>(g() % 5)), g());
+    const Case c = make_case(random_variant_problem_in(g, static_cast<DType>(g() % 5)), g());
     KernelGradients k = kernel_of(c, other_tiles());
     const GradientVerdict before = gradient(verify_backward(c.p, c.ex, k), "dv");
     if (before.max_ref == 0 || !before.worst) continue;
@@ -308,8 +296,8 @@ TEST(BackwardCriteria, OneWrongValueFailsTheBaselineRuleAndIsNamed) {
 // gradient and criterion named in text and JSON.
 TEST(BackwardCriteria, ReportsAreHonest) {
   std::mt19937_64 g(testing::seed_for(2318));
-  Case c = make_case(variant_problem_in(g, DType::bf16), g());
-  while (c.p.q_elems() == 0 || c.p.k_elems() == 0) c = make_case(variant_problem_in(g, DType::bf16), g());
+  Case c = make_case(random_variant_problem_in(g, DType::bf16), g());
+  while (c.p.q_elems() == 0 || c.p.k_elems() == 0) c = make_case(random_variant_problem_in(g, DType::bf16), g());
   KernelGradients k = kernel_of(c, other_tiles());
   std::fill(k.dk.begin(), k.dk.end(), poison_value(DType::bf16));  // nothing of dK written
   for (float& x : k.dq) x *= 3;
@@ -344,8 +332,8 @@ TEST(BackwardCriteria, ReportsAreHonest) {
 
 TEST(BackwardCriteria, RefusesGradientsOfTheWrongSizeNamingThem) {
   std::mt19937_64 g(testing::seed_for(2319));
-  Case c = make_case(variant_problem_in(g, DType::f16), g());
-  while (c.p.k_elems() == 0) c = make_case(variant_problem_in(g, DType::f16), g());
+  Case c = make_case(random_variant_problem_in(g, DType::f16), g());
+  while (c.p.k_elems() == 0) c = make_case(random_variant_problem_in(g, DType::f16), g());
   KernelGradients k = kernel_of(c, {});
   k.dk.pop_back();
   try {
