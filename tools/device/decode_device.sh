@@ -120,19 +120,7 @@ test_step 13 capabilities_snapshot_test 60 env FLASHCHECK_CAPABILITIES_FILE="$di
 
 wait  # every lane
 summarise() {  # a campaign's JSON: cases, failures by criterion
-  python3 - "$1" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("no JSON (%s)" % e.__class__.__name__); sys.exit()
-parts = []
-for v in j.get("variants", []):
-    fb = v.get("failed_by") or {}
-    parts.append("%s pass %s fail %s skip%s" % (v.get("passed"), v.get("failed"), v.get("skipped"),
-                 (" " + ",".join("%s=%s" % kv for kv in fb.items())) if fb else ""))
-print("; ".join(parts))
-PY
+  python3 "$(dirname "$0")/campaign_summary.py" "$1"
 }
 : >"$out/campaigns.log"
 for f in "$work"/*.rc; do

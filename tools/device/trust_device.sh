@@ -87,20 +87,8 @@ if [ -f "$dir/libflashcheck.so" ] && [ -d "$dir/python" ]; then
 fi
 wait
 
-summarise() {  # a campaign's JSON: cases, failures by criterion, the first reproduce line
-  python3 - "$1" <<'EOF'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("no JSON (%s)" % e.__class__.__name__); sys.exit()
-parts = []
-for v in j.get("variants", []):
-    fb = v.get("failed_by") or {}
-    parts.append("%s: %s pass %s fail %s skip%s" % (v.get("name"), v.get("passed"), v.get("failed"), v.get("skipped"),
-                 (" " + ",".join("%s=%s" % kv for kv in fb.items())) if fb else ""))
-print("; ".join(parts))
-EOF
+summarise() {  # a campaign's JSON: cases, failures by criterion
+  python3 "$(dirname "$0")/campaign_summary.py" "$1" --names
 }
 for f in "$out"/camp_*.json "$out"/replica_gpu_*.json; do
   [ -f "$f" ] || continue
