@@ -8,6 +8,7 @@
 #include <string>
 
 #include "reference/mask.h"
+#include "reference/replica_numerics.h"
 #include "reference/score_mod.h"
 #include "reference/sequences.h"
 
@@ -21,51 +22,26 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kLog2eF = static_cast<float>(kLog2e);
 constexpr double kParallelWork = 1 << 22;  // (query, key) pairs × (Dqk + Dv) from which tasks run in parallel
 
-// What every tile of one (sequence, query head) multiplies and adds, as the forward replica
-// (reference/replica.cpp) holds it: scores stay in raw units (the dot product with the scale's sign,
-// or with a softcap its tanh) until the exponent; `sc` turns a raw score into the exponent's units.
-struct HeadNumerics {
-  float sc = 1;
-  float unit = 1;     // raw → natural (ALiBi's slope is divided by it once)
-  float cap_mul = 0;  // softcap: dot product → tanh argument; 0 without a cap
-  AlibiBias<float> bias;
-  bool key_offset = false;
-  float v_descale = 1;  // fp8: dP = dO·V_raw times this
-  // What the accumulated dQ and dK are multiplied by at the end: the (signed) softmax scale, with an
-  // fp8 problem's descale of the other operand (dQ = scale·Σ dS·k, k = k_raw·descale_k).
+// The forward replica's per-head constants (replica_numerics.h: P is recomputed exactly as the
+// forward computed it), plus what the accumulated dQ and dK are multiplied by at the end: the
+// (signed) softmax scale, with an fp8 problem's descale of the other operand (dQ = scale·Σ dS·k,
+// k = k_raw·descale_k). v_descale: dP = dO·V_raw times it.
+struct HeadNumerics : replica_detail::HeadNumerics {
   float dq_mul = 1, dk_mul = 1;
-  float sink = -kInf;  // in the exponent's units; −inf: none
 };
 
 HeadNumerics head_numerics(const Problem& p, const Inputs& in, const BackwardReplicaConfig& cfg, int64_t b, int64_t h) {
   HeadNumerics n;
-  const float abs_scale = static_cast<float>(std::fabs(p.softmax_scale()));
+  static_cast<replica_detail::HeadNumerics&>(n) = replica_detail::head_numerics(p, in, cfg.use_exp2, cfg.alibi_lse, b, h);
   const float scale = static_cast<float>(p.softmax_scale());
-  float qk_descale = 1, dq = 1, dk = 1;
+  float dq = 1, dk = 1;
   if (is_fp8(p.dtype)) {
     const int64_t hk = p.kv_head(h);
     dq = static_cast<float>(descale_of(p, in.descale_q, b, hk));
     dk = static_cast<float>(descale_of(p, in.descale_k, b, hk));
-    qk_descale = dq * dk;
-    n.v_descale = static_cast<float>(descale_of(p, in.descale_v, b, hk));
   }
   n.dq_mul = scale * dk;
   n.dk_mul = scale * dq;
-  if (p.softcap > 0) {
-    const float c = static_cast<float>(p.softcap);
-    n.cap_mul = (abs_scale / c) * qk_descale;
-    n.sc = cfg.use_exp2 ? static_cast<float>(static_cast<double>(c) * kLog2e) : c;
-    n.unit = c;
-  } else {
-    n.sc = abs_scale * (cfg.use_exp2 ? kLog2eF : 1.0f) * qk_descale;
-    n.unit = abs_scale * qk_descale;
-  }
-  if (p.alibi != Alibi::none) {
-    n.bias = alibi_for<float>(p, in.alibi_slopes.data(), b, h);
-    n.bias.slope = n.bias.slope / n.unit;
-    n.key_offset = cfg.alibi_lse == AlibiLse::key_offset && p.causal != Causal::none;
-  }
-  if (p.sinks) n.sink = in.sinks[static_cast<size_t>(h)] * (cfg.use_exp2 ? kLog2eF : 1.0f);
   return n;
 }
 
