@@ -273,6 +273,20 @@ TEST_P(BadFields2, AreRefusedByName) {
   EXPECT_EQ(load_plugin(FLASHCHECK_HOSTILE_ABI2_PLUGINS).size(), 3u) << "the runtime set loads again";
 }
 
+// A plugin built against ABI 2.0 (its fc_space2 ends before 2.1's limit_mask and seq_multiple)
+// loads, and what lies past its struct_size is never read as limits: it declares none.
+TEST(Loader, AnAbi20SpaceLoadsAndDeclaresNoLimits) {
+  setenv("FLASHCHECK_HOSTILE_SET", "abi2_0_space", 1);
+  const auto kernels = load_plugin(FLASHCHECK_HOSTILE_ABI2_PLUGINS);
+  unsetenv("FLASHCHECK_HOSTILE_SET");
+  ASSERT_EQ(kernels.size(), 2u);
+  const Capabilities& c = kernels[1]->caps();
+  EXPECT_EQ(kernels[1]->name(), "hostile2_bad");
+  EXPECT_FALSE(c.equal_lengths);
+  EXPECT_TRUE(c.propagates_nonfinite);
+  EXPECT_EQ(c.seq_multiple, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Loader, BadFields2,
     ::testing::Values(BadField{"abi2_version_3", "has ABI version 3; flashcheck_get_kernel2 serves ABI 2"},
