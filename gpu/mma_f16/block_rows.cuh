@@ -10,8 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gpu/common/packed_tiles.cuh"
 #include "gpu/common/params.h"
-#include "gpu/mma_f16/var_params.h"
+#include "gpu/common/var_params.h"
 
 namespace flashcheck::kernels {
 
@@ -31,7 +32,7 @@ struct RowStride {
 struct CtaScalars {
   int b, q0, sq, skv;       // sequence, first query row, its queries and keys used
   int kv_begin;             // first KV tile visited
-  int all_lo, all_hi;       // keys every row of the q-tile sees (mask.cuh: edge tiles)
+  int all_lo, all_hi;       // keys every row of the q-tile sees (variant_mask.cuh: edge tiles)
   int d;                    // alignment offset (ALiBi)
 };
 inline constexpr int kCtaScalarBytes = static_cast<int>(sizeof(CtaScalars));
@@ -74,7 +75,7 @@ struct DenseRows {
 
 template <int D, int BM>
 struct StridedRows {
-  using Params = MmaVarParams;
+  using Params = VarParams;
   int q0, h, b, hk, sq, skv;
   const uint16_t* q;
   const uint16_t* k;
@@ -82,13 +83,13 @@ struct StridedRows {
   // Row (position) strides in elements, read from the kernel parameters where they are used:
   // parameters live in the constant bank, so the strides take no register in the main loop, where
   // the plain kernel already uses all 255 (the host checked they fit an int).
-  __device__ __forceinline__ static RowStride ld_q(const MmaVarParams& p) { return {static_cast<int>(p.q.seq)}; }
-  __device__ __forceinline__ static RowStride ld_k(const MmaVarParams& p) { return {static_cast<int>(p.k.seq)}; }
-  __device__ __forceinline__ static RowStride ld_v(const MmaVarParams& p) { return {static_cast<int>(p.v.seq)}; }
-  __device__ __forceinline__ static int ld_o(const MmaVarParams& p) { return static_cast<int>(p.o.seq); }
+  __device__ __forceinline__ static RowStride ld_q(const VarParams& p) { return {static_cast<int>(p.q.seq)}; }
+  __device__ __forceinline__ static RowStride ld_k(const VarParams& p) { return {static_cast<int>(p.k.seq)}; }
+  __device__ __forceinline__ static RowStride ld_v(const VarParams& p) { return {static_cast<int>(p.v.seq)}; }
+  __device__ __forceinline__ static int ld_o(const VarParams& p) { return static_cast<int>(p.o.seq); }
 
   // false: this CTA has no q-tile (a packed batch's grid is exact, so only for malformed lengths).
-  __device__ __forceinline__ bool init(const MmaVarParams& p, int lane) {
+  __device__ __forceinline__ bool init(const VarParams& p, int lane) {
     const FwdParams& f = p.base;
     const int target = f.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     h = blockIdx.y;
@@ -96,32 +97,8 @@ struct StridedRows {
     int q_tile = target;
     size_t q_tok = 0, k_tok = 0;  // first token of the sequence (packed), else 0
     if (p.cu_seqlens_q) {
-      // A packed batch: the grid has one CTA per q-tile of all sequences together (no CTA for
-      // the tiles a padded (max_seqlen_q, B) grid would add), tiles of one sequence consecutive.
-      // Each warp finds the CTA's sequence itself: 32 sequences per step, their tile counts summed
-      // by a warp prefix sum, the first lane whose running total passes the CTA's index. Reads
-      // B + 1 cached ints per warp; no shared memory, no barrier.
-      b = -1;
-      int before = 0;
-      for (int base = 0; base < f.batch; base += 32) {
-        const int i = base + lane;
-        const int n = i < f.batch ? (p.cu_seqlens_q[i + 1] - p.cu_seqlens_q[i] + BM - 1) / BM : 0;
-        int incl = n;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int y = __shfl_up_sync(0xffffffffu, incl, o);
-          if (lane >= o) incl += y;
-        }
-        const int total = __shfl_sync(0xffffffffu, incl, 31);
-        if (target < before + total) {  // uniform: target, before and total are the same in every lane
-          const int src = __ffs(__ballot_sync(0xffffffffu, before + incl > target)) - 1;
-          b = base + src;
-          q_tile = target - before - __shfl_sync(0xffffffffu, incl - n, src);
-          break;
-        }
-        before += total;
-      }
-      if (b < 0) return false;
+      // A packed batch: the CTA's sequence and q-tile from cu_seqlens_q (packed_tiles.cuh).
+      if (!find_packed_tile<BM>(p.cu_seqlens_q, f.batch, target, lane, b, q_tile)) return false;
       q_tok = static_cast<size_t>(p.cu_seqlens_q[b]);
       k_tok = static_cast<size_t>(p.cu_seqlens_kv[b]);
       sq = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
@@ -145,17 +122,17 @@ struct StridedRows {
   }
   // Outputs are addressed in the epilogue alone, from the sequence b parked in shared memory
   // (cu_seqlens_q[b] read again there, from cache): nothing about them stays live in the main loop.
-  __device__ __forceinline__ static size_t out_row0(const MmaVarParams& p, const RowStrides3& s, int b) {
+  __device__ __forceinline__ static size_t out_row0(const VarParams& p, const RowStrides3& s, int b) {
     const bool packed = p.cu_seqlens_q != nullptr;
     return row0(s, packed, packed ? static_cast<size_t>(p.cu_seqlens_q[b]) : 0, b);
   }
-  __device__ __forceinline__ uint16_t* o(const MmaVarParams& p, int b) const {
+  __device__ __forceinline__ uint16_t* o(const VarParams& p, int b) const {
     return static_cast<uint16_t*>(p.base.o) + out_row0(p, p.o, b) + static_cast<size_t>(h) * p.o.head;
   }
-  __device__ __forceinline__ float* lse(const MmaVarParams& p, int b) const {
+  __device__ __forceinline__ float* lse(const VarParams& p, int b) const {
     return p.base.lse ? p.base.lse + out_row0(p, p.lse, b) + static_cast<size_t>(h) * p.lse.head : nullptr;
   }
-  __device__ __forceinline__ static float* lse_row(const MmaVarParams& p, float* lse, int row) {
+  __device__ __forceinline__ static float* lse_row(const VarParams& p, float* lse, int row) {
     return lse + static_cast<size_t>(row) * static_cast<size_t>(p.lse.seq);
   }
 };

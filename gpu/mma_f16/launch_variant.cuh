@@ -13,7 +13,7 @@
 #include "gpu/mma_f16/mainloop.cuh"
 #include "gpu/mma_f16/policy.h"
 #include "gpu/mma_f16/tile_size.h"
-#include "gpu/mma_f16/var_params.h"
+#include "gpu/mma_f16/variant_launch.h"
 #ifdef FLASHCHECK_PERTURB
 #include "gpu/common/perturb_host.h"
 #endif
@@ -23,7 +23,7 @@ namespace flashcheck::kernels {
 // One launch: a (grid_x, heads, batch) grid, or (grid_x, heads, 1) for a packed batch whose
 // grid_x q-tiles span every sequence; the launch checked and named, its tile noted.
 template <int D, bool kBf16, class Pol>
-void launch_policy(const MmaVarParams& p, int grid_x, void* stream) {
+void launch_policy(const VarParams& p, int grid_x, void* stream) {
   using T = MmaF16Traits<D>;
   const auto kernel = mma_f16_kernel<D, kBf16, Pol>;
   const unsigned batch = p.cu_seqlens_q ? 1u : static_cast<unsigned>(p.base.batch);
@@ -31,7 +31,7 @@ void launch_policy(const MmaVarParams& p, int grid_x, void* stream) {
     throw std::invalid_argument("mma_f16 (variant): heads or batch beyond the grid's 65535");
   if (grid_x <= 0) return;  // no query at all (every sequence empty): nothing to write
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  MmaVarParams pp = p;
+  VarParams pp = p;
   size_t smem = T::kSmemBytes + kCtaScalarBytes;  // the tiles, then the parked CtaScalars
   const char* name = "mma_f16_kernel (variant)";
 #ifdef FLASHCHECK_PERTURB
@@ -51,7 +51,7 @@ void launch_policy(const MmaVarParams& p, int grid_x, void* stream) {
 }
 
 template <int D, bool kBf16, class Mask>
-void launch_mask(const MmaVarParams& p, VariantKind k, int grid_x, void* stream) {
+void launch_mask(const VarParams& p, VariantKind k, int grid_x, void* stream) {
   if (k.softcap && k.alibi) return launch_policy<D, kBf16, VariantPolicy<D, Mask, TanhSoftcap, AlibiSymmetric>>(p, grid_x, stream);
   if (k.softcap) return launch_policy<D, kBf16, VariantPolicy<D, Mask, TanhSoftcap, NoBias>>(p, grid_x, stream);
   if (k.alibi) return launch_policy<D, kBf16, VariantPolicy<D, Mask, NoSoftcap, AlibiSymmetric>>(p, grid_x, stream);
@@ -59,7 +59,7 @@ void launch_mask(const MmaVarParams& p, VariantKind k, int grid_x, void* stream)
 }
 
 template <int D>
-void launch_variants_at(const MmaVarParams& p, bool bf16, VariantKind k, int grid_x, void* stream) {
+void launch_variants_at(const VarParams& p, bool bf16, VariantKind k, int grid_x, void* stream) {
   if (bf16)
     return k.window ? launch_mask<D, true, WindowMask>(p, k, grid_x, stream) : launch_mask<D, true, PrefixMask>(p, k, grid_x, stream);
   return k.window ? launch_mask<D, false, WindowMask>(p, k, grid_x, stream) : launch_mask<D, false, PrefixMask>(p, k, grid_x, stream);

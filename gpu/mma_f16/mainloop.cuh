@@ -13,11 +13,12 @@
 
 #include "gpu/common/cp_async.cuh"
 #include "gpu/common/params.h"
+#include "gpu/common/row_end.cuh"
 #include "gpu/mma_f16/mma.cuh"
 #include "gpu/mma_f16/policy.h"
 #include "gpu/mma_f16/softmax.cuh"
 #include "gpu/mma_f16/tile_size.h"
-#include "gpu/mma_f16/var_params.h"
+#include "gpu/common/var_params.h"
 #ifdef FLASHCHECK_PERTURB
 #include "gpu/common/perturb.cuh"
 #endif
@@ -77,19 +78,6 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* g, int
   }
 }
 
-// What the policy's types are built from: the plain FwdParams or a variant's MmaVarParams.
-__device__ __forceinline__ const FwdParams& fwd_of(const FwdParams& p) { return p; }
-__device__ __forceinline__ const FwdParams& fwd_of(const MmaVarParams& p) { return p.base; }
-
-// The policy's mask for a sequence of sq queries and skv keys used.
-template <class Pol>
-__device__ __forceinline__ typename Pol::Mask make_mask(const typename Pol::Params& p, int sq, int skv) {
-  if constexpr (std::is_same_v<typename Pol::Mask, WindowMask>)
-    return WindowMask(sq, skv, fwd_of(p).causal, p.window_left, p.window_right);
-  else
-    return PrefixMask(sq, skv, fwd_of(p).causal);
-}
-
 template <int D, bool kBf16, class Pol>
 __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kWarps == 8 ? 1 : 2)
     mma_f16_kernel(typename Pol::Params p) {
@@ -114,7 +102,7 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
   if (!rows.init(p, lane)) return;  // uniform over the CTA
   const int q0 = rows.q0;
 
-  const Mask mask = make_mask<Pol>(p, rows.sq, rows.skv);
+  const Mask mask = make_mask<typename Pol::Mask>(p, rows.sq, rows.skv);
   const int q_last = min(q0 + BM, rows.sq) - 1;
   const TileRange kv = mask.template trip<BN>(q0, q_last);
   const int n_tiles = kv.count;
@@ -243,7 +231,7 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
       if constexpr (Pol::kVariant) {
         // Each row's keys recomputed from the parked scalars: a few instructions per row on the
         // few edge tiles, instead of 4–8 registers held through the whole loop.
-        const Mask at = make_mask<Pol>(p, late->sq, late->skv);
+        const Mask at = make_mask<typename Pol::Mask>(p, late->sq, late->skv);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -362,36 +350,16 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      float lt = quad_sum(l[mt][hf]);
-      float inv = lt > 0.0f ? 1.0f / lt : 0.0f;  // a row with no visible key: O = 0, never 0/0
-      bool sink_max = false;  // variants: the sink logit became the row's max (LSE = sink + log2 ℓ)
-      if constexpr (Pol::kVariant) {
-        // A row that sees no key stays empty (O = 0, LSE = −inf) with or without a sink. A sink
-        // above the keys' max rescales ℓ and O by 2^(max − sink) first, so that a sink far above
-        // every score cannot overflow 2^(sink − max) (the oracle takes it into the max the same way).
-        if (lt > 0.0f && sink2 > -INFINITY) {
-          const float ms = m[mt][hf] * sl2;  // the keys' max in log2 units
-          if (sink2 > ms) {
-            const float a = exp2f(ms - sink2);
-            lt = lt * a + 1.0f;
-            inv = a / lt;
-            sink_max = true;
-          } else {
-            lt += exp2f(sink2 - ms);
-            inv = 1.0f / lt;
-          }
-        }
-      }
+      const RowEnd end = end_row<Pol::kVariant>(quad_sum(l[mt][hf]), m[mt][hf] * sl2, sink2);
       const int r = wrow + 16 * mt + (lane >> 2) + 8 * hf;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
-        const uint32_t v = pack2<kBf16>(acc_o[mt][dt][2 * hf] * inv, acc_o[mt][dt][2 * hf + 1] * inv);
+        const uint32_t v = pack2<kBf16>(acc_o[mt][dt][2 * hf] * end.inv, acc_o[mt][dt][2 * hf + 1] * end.inv);
         *reinterpret_cast<uint32_t*>(sQ + swz<D>(r, dt * 8 + (lane & 3) * 2)) = v;
       }
       if (lse && (lane & 3) == 0 && late->q0 + r < late->sq)
         // -inf only for a row that saw no key (lt = 0): a NaN sum (NaN or +Inf inputs) stays NaN.
-        *rows.lse_row(p, lse, late->q0 + r) =
-            lt == 0.0f ? -INFINITY : (sink_max ? sink2 + log2f(lt) : m[mt][hf] * sl2 + log2f(lt)) * 0.6931471805599453f;
+        *rows.lse_row(p, lse, late->q0 + r) = end.lse;
     }
   __syncthreads();
   uint16_t* O = rows.o(p, late->b);

@@ -1,6 +1,7 @@
 // One mma_f16 instantiation = head dim × dtype × a Policy: where the rows live (block_rows.cuh),
-// which keys each row sees (mask.cuh) and how scores are modified (score_mod.cuh). The variant is
-// chosen once, on the host, by picking the instantiation; the mainloop never branches on it.
+// which keys each row sees (gpu/common/variant_mask.cuh) and how scores are modified
+// (gpu/common/score_mod.cuh). The variant is chosen once, on the host, by picking the
+// instantiation; the mainloop never branches on it.
 //
 // Instantiated: the plain policy (mma_f16.cu), and for problem model 2 (variants_dD.cu) strided
 // rows with {prefix, window} mask × softcap {off, on} × ALiBi {off, on}: 1 + 8 per (head dim,
@@ -11,8 +12,8 @@
 #include <type_traits>
 
 #include "gpu/mma_f16/block_rows.cuh"
-#include "gpu/mma_f16/mask.cuh"
-#include "gpu/mma_f16/score_mod.cuh"
+#include "gpu/common/variant_mask.cuh"
+#include "gpu/common/score_mod.cuh"
 #include "gpu/mma_f16/tile_size.h"
 
 namespace flashcheck::kernels {
@@ -24,12 +25,12 @@ struct MmaPolicy {
   using Softcap = SoftcapT;
   using Bias = BiasT;
   using Params = typename Rows::Params;
-  // Problem model 2's data (window, softcap constant, slopes, sinks) exists only in MmaVarParams.
-  static constexpr bool kVariant = std::is_same_v<Params, MmaVarParams>;
-  static_assert(kVariant || std::is_same_v<Params, FwdParams>, "rows address FwdParams or MmaVarParams");
+  // Problem model 2's data (window, softcap constant, slopes, sinks) exists only in VarParams.
+  static constexpr bool kVariant = std::is_same_v<Params, VarParams>;
+  static_assert(kVariant || std::is_same_v<Params, FwdParams>, "rows address FwdParams or VarParams");
   static_assert(kVariant || (std::is_same_v<Mask, PrefixMask> && !Softcap::kOn && !Bias::kOn),
                 "a plain launch has no window, softcap or ALiBi to apply");
-  static_assert(std::is_same_v<Mask, PrefixMask> || std::is_same_v<Mask, WindowMask>, "a mask of mask.cuh");
+  static_assert(std::is_same_v<Mask, PrefixMask> || std::is_same_v<Mask, WindowMask>, "a mask of variant_mask.cuh");
 };
 
 template <int D>

@@ -5,7 +5,7 @@
 namespace flashcheck::kernels {
 
 template <>
-void launch_mma_f16_variant<256>(const MmaVarParams& p, bool bf16, VariantKind kind, int grid_x, void* stream) {
+void launch_mma_f16_variant<256>(const VarParams& p, bool bf16, VariantKind kind, int grid_x, void* stream) {
   launch_variants_at<256>(p, bf16, kind, grid_x, stream);
 }
 

@@ -63,6 +63,10 @@ __device__ __forceinline__ void named_arrive(uint32_t id, uint32_t count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// Orders this thread's generic-proxy writes to shared memory before later async-proxy accesses
+// (TMA, wgmma operand reads) that a barrier orders after it.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 // Register budget per warpgroup (sm_90a). Needs a register cap at kernel entry
 // (__launch_bounds__(threads, 1)); every warp of the warpgroup executes it.
 template <int kRegs>

@@ -4,9 +4,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gpu/common/mask.cuh"
 #include "gpu/common/params.h"
 #include "gpu/wgmma_f16/barrier.cuh"
+#include "gpu/wgmma_f16/place.cuh"
+#include "gpu/wgmma_f16/scores.cuh"
 #include "gpu/wgmma_f16/smem.cuh"
 #include "gpu/wgmma_f16/softmax.cuh"
 #include "gpu/wgmma_f16/tma.cuh"
@@ -23,45 +24,74 @@ constexpr uint32_t kBarTurn = 1, kBarEpilogue = 4;
 
 // ---- producer ----------------------------------------------------------------------------------
 
-// One thread: Q once, then K and V of every tile the block needs, each into its ring slot as soon
-// as all consumer threads have released the tile that used the slot kStages tiles earlier.
+// Warp 0 of the producer warpgroup. Lane 0 streams Q once, then K and V of every tile the block
+// visits (tiles kv_begin .. kv_begin + n_tiles − 1), each into its ring slot as soon as all consumer
+// threads have released the tile that used the slot kStages tiles earlier.
+//
+// zero_from: keys from this one on are not the sequence's (INT_MAX when TMA's bounds already
+// zero-fill them). A packed batch's box runs on into the next sequence's rows, and rows past
+// seqused_kv are whatever the cache holds (NaN in the harness). The mask gives their scores −inf,
+// but P·V still multiplies V's rows by p = 0, and 0·NaN = NaN: so the last tile's V lands on a
+// barrier of its own, the whole warp zeroes V's rows from zero_from on, and only then is the tile
+// handed to the consumers.
 template <class T>
 __device__ __forceinline__ void wgmma_produce(const WgmmaSmem<T>& sm, const CUtensorMap* mq, const CUtensorMap* mk,
-                                              const CUtensorMap* mv, int q0, int h, int hk, int b, int n_tiles) {
-  tma::prefetch_map(mq);
-  tma::prefetch_map(mk);
-  tma::prefetch_map(mv);
-  // Q is loaded even when the block sees no key: the consumers always wait for it, so no copy can
-  // still be landing in the Q tile when their epilogue reuses it for O.
-  sync::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(T::kQBytes));
-#pragma unroll
-  for (int j = 0; j < T::kQBlocks; ++j) tma::load_4d(sm.q() + j * T::kQBlockBytes, mq, sm.q_full(), 64 * j, q0, h, b);
-
-  int stage = 0;
-  uint32_t round = 0;  // how many times the ring has wrapped before tile t
-  for (int t = 0; t < n_tiles; ++t) {
-    const int k0 = t * T::kBlockN;
-    // Phase `round - 1` of the empty barrier completes when the consumers release tile t − kStages.
-#ifdef FLASHCHECK_PERTURB
-    perturb::delay_thread(perturb::kSiteProducer, 2000);
-#endif
-    if (round > 0) sync::mbar_wait(sm.k_empty(stage), (round - 1) & 1);
-#ifdef FLASHCHECK_PERTURB
-    if (round > 0) perturb::poison_k<T>(sm, stage);
-#endif
-    sync::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(T::kKBytes));
+                                              const CUtensorMap* mv, const CtaPlace& c, int kv_begin, int n_tiles,
+                                              int zero_from, int lane) {
+  const int kv_last = (kv_begin + n_tiles) * T::kBlockN;  // one past the last key loaded
+  const bool tail = n_tiles > 0 && kv_last > zero_from;
+  if (lane == 0) {
+    tma::prefetch_map(mq);
+    tma::prefetch_map(mk);
+    tma::prefetch_map(mv);
+    // Q is loaded even when the block sees no key: the consumers always wait for it, so no copy can
+    // still be landing in the Q tile when their epilogue reuses it for O.
+    sync::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(T::kQBytes));
 #pragma unroll
     for (int j = 0; j < T::kQBlocks; ++j)
-      tma::load_4d(sm.k(stage) + j * T::kKVBlockBytes, mk, sm.k_full(stage), 64 * j, k0, hk, b);
-    if (round > 0) sync::mbar_wait(sm.v_empty(stage), (round - 1) & 1);
+      tma::load_4d(sm.q() + j * T::kQBlockBytes, mq, sm.q_full(), 64 * j, c.q_row + c.q0, c.h, c.tma_b);
+
+    int stage = 0;
+    uint32_t round = 0;  // how many times the ring has wrapped before tile t
+    for (int t = 0; t < n_tiles; ++t) {
+      const int k0 = (kv_begin + t) * T::kBlockN;
+      // Phase `round - 1` of the empty barrier completes when the consumers release tile t − kStages.
 #ifdef FLASHCHECK_PERTURB
-    if (round > 0) perturb::poison_v<T>(sm, stage);
+      perturb::delay_thread(perturb::kSiteProducer, 2000);
 #endif
-    sync::mbar_arrive_expect_tx(sm.v_full(stage), static_cast<uint32_t>(T::kVBytes));
+      if (round > 0) sync::mbar_wait(sm.k_empty(stage), (round - 1) & 1);
+#ifdef FLASHCHECK_PERTURB
+      if (round > 0) perturb::poison_k<T>(sm, stage);
+#endif
+      sync::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(T::kKBytes));
 #pragma unroll
-    for (int j = 0; j < T::kVBlocks; ++j)
-      tma::load_4d(sm.v(stage) + j * T::kKVBlockBytes, mv, sm.v_full(stage), 64 * j, k0, hk, b);
-    if (++stage == T::kStages) stage = 0, ++round;
+      for (int j = 0; j < T::kQBlocks; ++j)
+        tma::load_4d(sm.k(stage) + j * T::kKVBlockBytes, mk, sm.k_full(stage), 64 * j, c.k_row + k0, c.hk, c.tma_b);
+      if (round > 0) sync::mbar_wait(sm.v_empty(stage), (round - 1) & 1);
+#ifdef FLASHCHECK_PERTURB
+      if (round > 0) perturb::poison_v<T>(sm, stage);
+#endif
+      uint64_t* v_bar = tail && t == n_tiles - 1 ? sm.tail_full() : sm.v_full(stage);
+      sync::mbar_arrive_expect_tx(v_bar, static_cast<uint32_t>(T::kVBytes));
+#pragma unroll
+      for (int j = 0; j < T::kVBlocks; ++j)
+        tma::load_4d(sm.v(stage) + j * T::kKVBlockBytes, mv, v_bar, 64 * j, c.k_row + k0, c.hk, c.tma_b);
+      if (++stage == T::kStages) stage = 0, ++round;
+    }
+  }
+  if (tail) {
+    const int stage = (n_tiles - 1) % T::kStages;
+    sync::mbar_wait(sm.tail_full(), 0);
+    // Whole 128-byte rows of every column block: the swizzle only permutes chunks within a row.
+    const int first = zero_from - (kv_last - T::kBlockN);  // in [0, kBlockN)
+    constexpr int kChunksPerRow = 8;
+    for (int i = first * kChunksPerRow + lane; i < T::kBlockN * kChunksPerRow; i += 32)
+#pragma unroll
+      for (int j = 0; j < T::kVBlocks; ++j)
+        *reinterpret_cast<uint4*>(sm.v(stage) + j * T::kKVBlockBytes + 16 * i) = make_uint4(0, 0, 0, 0);
+    sync::fence_proxy_async();  // the generic-proxy zeros, before wgmma's async-proxy reads
+    __syncwarp();
+    if (lane == 0) sync::mbar_arrive(sm.v_full(stage));
   }
 }
 
@@ -106,34 +136,27 @@ struct RowState {
   float m[2], l[2];    // running max of raw scores, lane-partial sum of p
 };
 
-// Runs every KV tile of the block through consumer warpgroup `cw` (rows q0 + 64·cw ...).
-// `lane`/`warp` are within the warpgroup. Always waits for Q (see wgmma_produce).
-template <class T, bool kBf16, int kSched>
-__device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const FwdParams& p, int cw, int q0, int n_tiles,
-                                              int warp, int lane, RowState<T>& st) {
+// Runs KV tiles kv_begin .. kv_begin + n_tiles − 1 of the block through consumer warpgroup `cw`
+// (rows q0 + 64·cw ...). `lane`/`warp` are within the warpgroup. Always waits for Q (see
+// wgmma_produce).
+template <class T, bool kBf16, int kSched, class Pol>
+__device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const typename Pol::Params& p, const CtaPlace& c,
+                                              int cw, int kv_begin, int n_tiles, int warp, int lane, RowState<T>& st,
+                                              float& sl2) {
   constexpr int BN = T::kBlockN;
   constexpr bool kOverlapped = kSched != kSerial;
   constexpr bool kTurns = kSched == kPingPong;
   constexpr int W = T::kConsumerWGs;
 
-  const int row_wg = q0 + 64 * cw;                       // first query row of this warpgroup
+  const int row_wg = c.q0 + 64 * cw;                     // first query row of this warpgroup
   const int row0 = row_wg + 16 * warp + (lane >> 2);     // this thread's rows: row0, row0 + 8
-  int n_vis[2];
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int row = row0 + 8 * hf;
-    n_vis[hf] = row < p.seq_q ? kv_visible(row, p.seq_q, p.seq_kv, p.causal) : 0;
-  }
-  // Keys [0, kv_all) are visible to every valid row of the warpgroup (visibility grows with the
-  // row): tiles below it need no mask. Rows past seq_q compute on TMA's zero rows, are never
-  // stored, and only need to stay finite.
-  const int kv_all = row_wg < p.seq_q ? kv_visible(row_wg, p.seq_q, p.seq_kv, p.causal) : 0;
+  const TileScores<Pol, BN> scores(p, c, row_wg, row0);
 
 #pragma unroll
   for (int i = 0; i < T::kORegs; ++i) st.o[i] = 0.0f;
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.0f;
-  const float sl2 = p.scale * 1.4426950408889634f;  // scale · log2(e)
+  sl2 = scores.sl2;  // raw score → log2 units, for the epilogue's LSE too
 
   sync::mbar_wait(sm.q_full(), 0);
   if (n_tiles == 0) return;
@@ -148,13 +171,13 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const FwdP
   uint32_t pf[T::kPRegs];
   float corr[2];
 
-  // S of tile t is ready in s: mask it if any row of the warpgroup can't see all its keys, then
-  // turn it into probabilities.
+  // S of tile t is ready in s: modify and mask its scores (scores.cuh), then turn them into
+  // probabilities.
   auto softmax_tile = [&](int t) {
 #ifdef FLASHCHECK_PERTURB
     perturb::on_access(perturb::kResS);
 #endif
-    if (t * BN + BN > kv_all) softmax::mask(s, t * BN, n_vis, lane);
+    scores.apply(s, (kv_begin + t) * BN, lane);
     softmax::online(s, st.m, st.l, corr, sl2);
   };
 

@@ -22,6 +22,9 @@ struct WgmmaSmem {
   __device__ __forceinline__ uint64_t* k_empty(int stage) const { return bars() + 1 + T::kStages + stage; }
   __device__ __forceinline__ uint64_t* v_full(int stage) const { return bars() + 1 + 2 * T::kStages + stage; }
   __device__ __forceinline__ uint64_t* v_empty(int stage) const { return bars() + 1 + 3 * T::kStages + stage; }
+  // The last V tile landed where its rows past the sequence must be zeroed first (one use, parity
+  // 0; wgmma_produce says why); v_full of its stage completes after the zeroing.
+  __device__ __forceinline__ uint64_t* tail_full() const { return bars() + 1 + 4 * T::kStages; }
 };
 
 }  // namespace flashcheck::kernels

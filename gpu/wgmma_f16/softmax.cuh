@@ -1,4 +1,4 @@
-// Masking and the online softmax on a wgmma accumulator tile (layout in wgmma.cuh: each thread
+// The online softmax on a wgmma accumulator tile (masking and score modifiers: scores.cuh) (layout in wgmma.cuh: each thread
 // holds 2 rows, half hf ∈ {0,1} in d[4j + 2hf + {0,1}], and a row is spread over the 4 lanes of a
 // quad). The numerics are mma_f16's, which flashcheck's campaigns pinned down:
 //  * exp2 with log2(e) folded into the scale, and p = 2^((s − m)·c), not the one-FFMA 2^(s·c − m·c);
@@ -33,18 +33,6 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
-}
-
-// Scores of keys this row may not see become −inf (exp2(−inf) = 0: no weight in ℓ or P·V).
-// `n_vis[hf]` is the number of visible keys of the thread's row hf; k0 the tile's first key.
-template <int kRegs>
-__device__ __forceinline__ void mask(float (&s)[kRegs], int k0, const int (&n_vis)[2], int lane) {
-  const int key0 = k0 + 2 * (lane & 3);
-#pragma unroll
-  for (int j = 0; j < kRegs / 4; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (key0 + 8 * j + (e & 1) >= n_vis[e >> 1]) s[4 * j + e] = -INFINITY;
 }
 
 // Online softmax of one tile for the thread's two rows: updates the running max m (of raw scores)

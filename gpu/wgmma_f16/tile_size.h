@@ -38,7 +38,7 @@ struct WgmmaF16Traits {
   static constexpr size_t kOffK = kOffQ + kQBytes;
   static constexpr size_t kOffV = kOffK + kStages * kKBytes;
   static constexpr size_t kOffBar = kOffV + kStages * kVBytes;
-  static constexpr int kBarriers = 1 + 4 * kStages;  // Q full; K full/empty, V full/empty per stage
+  static constexpr int kBarriers = 2 + 4 * kStages;  // Q full; K full/empty, V full/empty per stage; tail V
   // + 1024: the dynamic shared-memory base is only 16-byte aligned; the kernel rounds it up.
   static constexpr size_t kSmemBytes = kOffBar + kBarriers * 8 + 1024;
 

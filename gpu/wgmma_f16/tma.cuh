@@ -52,14 +52,22 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return fn;
 }
 
-// A [batch, heads, seq, dim] contiguous tensor of 16-bit elements, read in boxes of 64 × box_rows.
-inline CUtensorMap make_map_bhsd(const void* base, bool bf16, int batch, int heads, int seq, int dim, int box_rows) {
+// Rows of `dim` 16-bit elements addressed (row, head, outer) by element strides, read in boxes of
+// 64 × box_rows: a [outer, heads, rows, dim] view of any layout (BHSD, BSHD; a packed THD tensor is
+// outer = 1 with rows = its tokens). TMA asks the base and every stride for 16-byte multiples;
+// the caller has checked them (a message naming the tensor beats the encoder's error code).
+inline CUtensorMap make_map_rows(const void* base, bool bf16, int64_t outer, int64_t heads, int64_t rows, int dim,
+                                 int64_t stride_row, int64_t stride_head, int64_t stride_outer, int box_rows) {
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0) throw std::invalid_argument("wgmma_f16: tensor not 16-byte aligned");
   CUtensorMap map;
   const cuuint64_t elem = 2;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(seq), static_cast<cuuint64_t>(heads),
-                              static_cast<cuuint64_t>(batch)};
-  const cuuint64_t strides[3] = {dims[0] * elem, dims[0] * dims[1] * elem, dims[0] * dims[1] * dims[2] * elem};
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(outer)};
+  // A dimension of extent 1 is never stepped along: any valid stride will do (0 is not one).
+  auto step = [&](int64_t stride, int64_t extent) {
+    return extent <= 1 ? dims[0] * elem : static_cast<cuuint64_t>(stride) * elem;
+  };
+  const cuuint64_t strides[3] = {step(stride_row, rows), step(stride_head, heads), step(stride_outer, outer)};
   const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
   const cuuint32_t estride[4] = {1, 1, 1, 1};
   const CUresult r = encoder()(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
@@ -68,9 +76,16 @@ inline CUtensorMap make_map_bhsd(const void* base, bool bf16, int batch, int hea
                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // NONE: out-of-bounds elements read as zero
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
-                             ") for a [" + std::to_string(batch) + "," + std::to_string(heads) + "," + std::to_string(seq) +
-                             "," + std::to_string(dim) + "] tensor, box 64x" + std::to_string(box_rows));
+                             ") for a [" + std::to_string(outer) + "," + std::to_string(heads) + "," + std::to_string(rows) +
+                             "," + std::to_string(dim) + "] view, strides (" + std::to_string(stride_outer) + "," +
+                             std::to_string(stride_head) + "," + std::to_string(stride_row) + "), box 64x" +
+                             std::to_string(box_rows));
   return map;
+}
+
+// A [batch, heads, seq, dim] contiguous tensor of 16-bit elements, read in boxes of 64 × box_rows.
+inline CUtensorMap make_map_bhsd(const void* base, bool bf16, int batch, int heads, int seq, int dim, int box_rows) {
+  return make_map_rows(base, bf16, batch, heads, seq, dim, dim, int64_t{seq} * dim, int64_t{seq} * dim * heads, box_rows);
 }
 
 }  // namespace flashcheck::kernels::tma

@@ -10,7 +10,7 @@ the ratios come from one call on one card. Prints one row per (shape, backend): 
 Shapes (bf16, D = 128, H = 16, bottom-right causal where causal; flashcheck's conventions):
 causal, window (1024, 0) (key j visible iff i - 1024 <= j <= i), softcap 30 (30 tanh(s / 30) after
 the scale), symmetric ALiBi (-slope_h |i - j|, slopes 2^(-8(h+1)/H)), dense, at S = 4096; causal and
-window at S = 16384; 16 packed documents of lengths drawn as mma_variants_device.sh draws them
+window at S = 16384; 16 packed documents of lengths drawn as variants_device.sh draws them
 (random.Random(22), 128..4096), causal within each, and the equal-length batch of the same total.
 """
 import argparse

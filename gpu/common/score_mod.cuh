@@ -1,11 +1,12 @@
-// mma_f16's score modifiers as small functors, in FlashAttention's order:
-//   raw = q·k  →  softcap  →  mask (mask.cuh)  →  + ALiBi  →  online softmax in log2 units (·sl2)
+// The variant kernels' score modifiers (mma_f16's, wgmma_f16's) as small functors, in
+// FlashAttention's order:
+//   raw = q·k  →  softcap  →  mask (variant_mask.cuh)  →  + ALiBi  →  online softmax in log2 units (·sl2)
 // Scores stay in "raw" units until the exponent (as FlashAttention 2 and the replica keep them):
 // the dot product, or with a softcap its tanh; sl2 turns a raw score into log2 units. Each
 // modifier is a compile-time policy: the off version is an empty type whose apply() is nothing,
 // so a problem without it runs exactly the instructions it ran before.
 //
-// Written apart from reference/score_mod.h on purpose, as mask.cuh.
+// Written apart from reference/score_mod.h on purpose, as variant_mask.cuh.
 #pragma once
 #include <cstdint>
 

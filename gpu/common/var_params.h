@@ -1,7 +1,7 @@
-// What a variant launch of mma_f16 hands its kernel (problem model 2): the plain FwdParams plus
-// every tensor's row strides, the varlen side tensors, the window, and the score modifiers'
-// constants. Plain data, no project headers beyond gpu/common/params.h: the .cu files build as
-// C++17. Filled on the host by launch2.cpp, from a Problem and its KernelArgs.
+// What a variant launch (problem model 2) hands a kernel, mma_f16's and wgmma_f16's alike: the
+// plain FwdParams plus every tensor's row strides, the varlen side tensors, the window, and the
+// score modifiers' constants. Plain data, no project headers beyond gpu/common/params.h: the .cu
+// files build as C++17. Filled on the host by var_params_host.cpp, from a Problem and its KernelArgs.
 #pragma once
 #include <cstdint>
 
@@ -15,7 +15,7 @@ struct RowStrides3 {
   int64_t outer, seq, head;
 };
 
-struct MmaVarParams {
+struct VarParams {
   // Pointers, heads, dims, causal mode and scale as for a plain launch. seq_q / seq_kv are the
   // dense lengths (stored keys per sequence); for a packed batch the longest (unused by the kernel).
   FwdParams base;
@@ -23,7 +23,7 @@ struct MmaVarParams {
   const int32_t* cu_seqlens_q;   // non-null: packed (thd) batch, B + 1 entries
   const int32_t* cu_seqlens_kv;  // with cu_seqlens_q
   const int32_t* seqused_kv;     // non-null: keys used per sequence (≤ those stored)
-  // Sliding window, inclusive, in flashcheck's convention (mma_f16 declares `inclusive`):
+  // Sliding window, inclusive, in flashcheck's convention (the kernels declare `inclusive`):
   // left −1 is unbounded; right is already min(right, 0) under a causal mode and −1 is unbounded.
   // Both at most 2^30 (max_seq) after the host's clamp; the mask adds them to positions in 64 bits.
   int window_left, window_right;
@@ -42,16 +42,5 @@ struct VariantKind {
   bool softcap = false;  // TanhSoftcap
   bool alibi = false;    // AlibiSymmetric
 };
-
-// Launches the variant instantiation `kind` at head dim D (one per translation unit: variants_dD.cu).
-// grid_x is the number of q-tiles: per sequence for a dense batch, all sequences' for a packed one.
-template <int D>
-void launch_mma_f16_variant(const MmaVarParams& p, bool bf16, VariantKind kind, int grid_x, void* stream);
-template <>
-void launch_mma_f16_variant<64>(const MmaVarParams& p, bool bf16, VariantKind kind, int grid_x, void* stream);
-template <>
-void launch_mma_f16_variant<128>(const MmaVarParams& p, bool bf16, VariantKind kind, int grid_x, void* stream);
-template <>
-void launch_mma_f16_variant<256>(const MmaVarParams& p, bool bf16, VariantKind kind, int grid_x, void* stream);
 
 }  // namespace flashcheck::kernels

@@ -1,4 +1,4 @@
-// mma_f16's masks as types. Each answers three questions for one q-tile of one sequence:
+// The variant kernels' masks as types (mma_f16's and wgmma_f16's). Each answers three questions for one q-tile of one sequence:
 //   trip<BN>(q0, q_last)  which KV tiles the q-tile visits (its trip count): whole tiles outside are
 //                         never loaded nor computed (left of a window as right of the diagonal),
 //                         and the keys every row of the q-tile sees whole;
@@ -10,7 +10,10 @@
 // Written apart from reference/mask.h on purpose: if a kernel and the oracle shared this code, a
 // bug here would pass every check.
 #pragma once
+#include <type_traits>
+
 #include "gpu/common/mask.cuh"
+#include "gpu/common/var_params.h"
 
 namespace flashcheck::kernels {
 
@@ -94,5 +97,18 @@ struct WindowMask {
     return static_cast<unsigned>(key - r.lo) >= static_cast<unsigned>(r.n);
   }
 };
+
+// What a kernel's policy types are built from: the plain FwdParams or a variant's VarParams.
+__device__ __forceinline__ const FwdParams& fwd_of(const FwdParams& p) { return p; }
+__device__ __forceinline__ const FwdParams& fwd_of(const VarParams& p) { return p.base; }
+
+// Mask type `M` for a sequence of sq queries and skv keys used (a window only exists in VarParams).
+template <class M, class Params>
+__device__ __forceinline__ M make_mask(const Params& p, int sq, int skv) {
+  if constexpr (std::is_same_v<M, WindowMask>)
+    return WindowMask(sq, skv, fwd_of(p).causal, p.window_left, p.window_right);
+  else
+    return PrefixMask(sq, skv, fwd_of(p).causal);
+}
 
 }  // namespace flashcheck::kernels

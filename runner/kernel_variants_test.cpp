@@ -1,7 +1,8 @@
-// mma_f16's problem-model-2 launches (issue 22 item 1) against the CPU oracle: every variant it
-// declares on a few shapes, the sliding window's tile skipping at its edges (bounds exactly on and
-// one off tile boundaries, Sq > Skv, rows that see no key), and proof that skipped tiles are never
-// read. Without a GPU, or in a build without mma_f16, every test reports SKIPPED.
+// The variant kernels' problem-model-2 launches (issue 22 item 1: mma_f16, wgmma_f16) against the
+// CPU oracle: every variant they declare on a few shapes, the sliding window's tile skipping at
+// its edges (bounds exactly on and one off tile boundaries, Sq > Skv, rows that see no key), proof
+// that skipped tiles are never read, and that rows past a sequence's keys never reach the output.
+// Without a GPU, or in a build without the kernel, every test reports SKIPPED.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "gpu/mma_f16/tile_size.h"
 #include "reference/inputs.h"
 #include "reference/mask.h"
+#include "reference/sequences.h"
 #include "runner/campaign.h"
 #include "runner/device.h"
 #include "runner/harness.h"
@@ -26,19 +27,27 @@
 namespace flashcheck {
 namespace {
 
-#define REQUIRE_MMA(v)                                               \
-  if (auto why = device::unavailable()) GTEST_SKIP() << *why;        \
-  const std::shared_ptr<Variant> v = Registry::builtin().find("mma_f16"); \
-  if (!v) GTEST_SKIP() << "mma_f16 is not in this build";            \
-  if (auto why = v->unavailable()) GTEST_SKIP() << *why
-
-// The KV tile of mma_f16 at head dim d (tile_size.h; the query tile is 128 at every head dim).
-int block_kv(int64_t d) {
-  return d == 64 ? kernels::MmaF16Traits<64>::kBlockN : d == 128 ? kernels::MmaF16Traits<128>::kBlockN
-                                                                 : kernels::MmaF16Traits<256>::kBlockN;
-}
-constexpr int kBlockQ = kernels::MmaF16Traits<128>::kBlockM;
-static_assert(kernels::MmaF16Traits<64>::kBlockM == kBlockQ && kernels::MmaF16Traits<256>::kBlockM == kBlockQ);
+// Each test runs for every kernel named here that is in the build and runs on this GPU.
+class KernelVariants : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (auto why = device::unavailable()) GTEST_SKIP() << *why;
+    v_ = Registry::builtin().find(GetParam());
+    if (!v_) GTEST_SKIP() << GetParam() << " is not in this build";
+    if (auto why = v_->unavailable()) GTEST_SKIP() << *why;
+  }
+  // The (Dqk, Dv) pairs the kernel compiles.
+  std::vector<std::pair<int64_t, int64_t>> dims() const {
+    const Capabilities& c = v_->caps();
+    if (!c.head_dim_pairs.empty()) return c.head_dim_pairs;
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (int64_t d : c.head_dims) out.emplace_back(d, d);
+    return out;
+  }
+  // The tile the kernel declares (and launches: launched_tile_test) for head dim d and causal mode c.
+  TileShape tile(int64_t d, Causal c) const { return v_->caps().tile_for(d, c != Causal::none); }
+  std::shared_ptr<Variant> v_;
+};
 
 // One case through the harness and the judge (every row: max_rows 4096); the failure's text names it.
 ::testing::AssertionResult passes(const Variant& v, const Problem& p, uint64_t seed) {
@@ -49,15 +58,15 @@ static_assert(kernels::MmaF16Traits<64>::kBlockM == kBlockQ && kernels::MmaF16Tr
   return ::testing::AssertionSuccess();
 }
 
-Problem with(const std::string& line, int64_t d, DType dt) {
-  Problem p = parse_problem(line + " d=" + std::to_string(d));
+Problem with(const std::string& line, std::pair<int64_t, int64_t> d, DType dt) {
+  Problem p = parse_problem(line + " dqk=" + std::to_string(d.first) + " dv=" + std::to_string(d.second));
   p.dtype = dt;
   return p;
 }
 
 // Every variant mma_f16 declares, alone and together, at every head dim and dtype it compiles.
-TEST(MmaF16Variants, EachVariantAgreesWithTheOracle) {
-  REQUIRE_MMA(v);
+TEST_P(KernelVariants, EachVariantAgreesWithTheOracle) {
+  const Variant& v = *v_;
   const std::vector<std::string> lines{
       "b=2 hq=4 hkv=2 sq=300 skv=333 causal=none window=100,20",
       "b=1 hq=2 hkv=1 sq=257 skv=257 causal=bottom_right window=64,0",
@@ -77,34 +86,34 @@ TEST(MmaF16Variants, EachVariantAgreesWithTheOracle) {
   };
   int n = 0;
   for (const std::string& line : lines)
-    for (int64_t d : {64, 128, 256})
+    for (const auto d : dims())
       for (DType dt : {DType::bf16, DType::f16}) {
         const Problem p = with(line, d, dt);
-        EXPECT_TRUE(passes(*v, p, flashcheck::testing::seed_for(2200 + n++)));
+        EXPECT_TRUE(passes(v, p, flashcheck::testing::seed_for(2200 + n++)));
       }
 }
 
 // Window bounds exactly on, one before and one after KV-tile boundaries, for every causal mode,
 // with Sq = Skv (d = 0) and with Skv − Sq a whole and a partial number of KV tiles: the first and
 // last tiles a q-tile visits, and which of them it masks, change at exactly these values.
-TEST(MmaF16Variants, WindowEdgesOnTileBoundaries) {
-  REQUIRE_MMA(v);
+TEST_P(KernelVariants, WindowEdgesOnTileBoundaries) {
+  const Variant& v = *v_;
   int n = 0;
-  for (int64_t d : {64, 128, 256}) {
-    const int bn = block_kv(d);
-    const std::vector<int64_t> lefts{0, 1, bn - 1, bn, bn + 1, 2 * bn, -1};
-    const std::vector<int64_t> rights{0, bn - 1, bn, bn + 1, -1};
-    for (int64_t skv_extra : {int64_t{0}, int64_t{bn}, int64_t{bn / 2 + 3}})
-      for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right})
+  for (const auto [d, dv] : dims())
+    for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right}) {
+      const int64_t bn = tile(d, c).block_kv, bq = tile(d, c).block_q;
+      const std::vector<int64_t> lefts{0, 1, bn - 1, bn, bn + 1, 2 * bn, -1};
+      const std::vector<int64_t> rights{0, bn - 1, bn, bn + 1, -1};
+      for (int64_t skv_extra : {int64_t{0}, bn, bn / 2 + 3})
         for (int64_t left : lefts)
           for (int64_t right : rights) {
             if (left == -1 && right == -1) continue;  // no window
             if (c != Causal::none && right != rights.front() && right != -1) continue;  // causal caps right at 0
-            Problem p{1, 2, 1, 3 * kBlockQ, 3 * kBlockQ + skv_extra, d, d, c, {}, DType::bf16};
+            Problem p{1, 2, 1, 3 * bq, 3 * bq + skv_extra, d, dv, c, {}, DType::bf16};
             p.window = {left, right};
-            EXPECT_TRUE(passes(*v, p, flashcheck::testing::seed_for(2300 + n++)));
+            EXPECT_TRUE(passes(v, p, flashcheck::testing::seed_for(2300 + n++)));
           }
-  }
+    }
   std::printf("%d window-edge cases\n", n);
 }
 
@@ -112,8 +121,8 @@ TEST(MmaF16Variants, WindowEdgesOnTileBoundaries) {
 // no key; whole q-tiles of them launch no KV tile), windows past either end of the keys, and rows
 // that see nothing because the window lies past the sequence (top-left, Sq > Skv + left): O = 0,
 // LSE = −inf, with and without a sink.
-TEST(MmaF16Variants, SqAboveSkvAndEmptyRows) {
-  REQUIRE_MMA(v);
+TEST_P(KernelVariants, SqAboveSkvAndEmptyRows) {
+  const Variant& v = *v_;
   const std::vector<std::string> lines{
       "b=1 hq=2 hkv=1 sq=700 skv=130 causal=bottom_right window=10,0",
       "b=1 hq=2 hkv=1 sq=700 skv=130 causal=none window=20,5",
@@ -127,16 +136,16 @@ TEST(MmaF16Variants, SqAboveSkvAndEmptyRows) {
   };
   int n = 0;
   for (const std::string& line : lines)
-    for (int64_t d : {64, 128, 256})
-      for (DType dt : {DType::bf16, DType::f16}) EXPECT_TRUE(passes(*v, with(line, d, dt), flashcheck::testing::seed_for(2400 + n++)));
+    for (const auto d : dims())
+      for (DType dt : {DType::bf16, DType::f16}) EXPECT_TRUE(passes(v, with(line, d, dt), flashcheck::testing::seed_for(2400 + n++)));
 }
 
 // Tiles outside the window are never read: one q-tile per (sequence, head), and NaN in every key
 // and value of the KV tiles no row of it sees. A kernel that loaded such a tile would carry NaN
 // into its output even with the tile's scores masked (0 · NaN = NaN in P·V). Keys no row sees
 // never reach the oracle, so the judge expects finite output.
-TEST(MmaF16Variants, SkippedTilesAreNeverRead) {
-  REQUIRE_MMA(v);
+TEST_P(KernelVariants, SkippedTilesAreNeverRead) {
+  const Variant& v = *v_;
   const std::vector<std::string> lines{
       "b=1 hq=2 hkv=1 sq=128 skv=1024 causal=none window=100,0",           // keys [796, 1023]: tiles below skipped
       "b=1 hq=2 hkv=1 sq=128 skv=1024 causal=top_left window=50,0",        // keys [0, 128): tiles above skipped
@@ -146,11 +155,12 @@ TEST(MmaF16Variants, SkippedTilesAreNeverRead) {
   };
   int n = 0;
   for (const std::string& line : lines)
-    for (int64_t d : {64, 128, 256}) {
-      const Problem p = with(line, d, DType::bf16);
-      ASSERT_LE(p.seq_q, kBlockQ) << "one q-tile per sequence: every row's tiles are the q-tile's";
+    for (const auto dd : dims()) {
+      const Problem p = with(line, dd, DType::bf16);
+      const int64_t d = dd.first, dv = dd.second;
+      ASSERT_LE(p.seq_q, tile(d, p.causal).block_q) << "one q-tile per sequence: every row's tiles are the q-tile's";
       Inputs in = make_inputs(p, flashcheck::testing::seed_for(2500 + n++));
-      const int bn = block_kv(d);
+      const int64_t bn = tile(d, p.causal).block_kv;
       const float nan = std::numeric_limits<float>::quiet_NaN();
       int64_t poisoned = 0;
       for (int64_t b = 0; b < p.batch; ++b) {
@@ -166,14 +176,44 @@ TEST(MmaF16Variants, SkippedTilesAreNeverRead) {
             if (j >= load_lo && j < load_hi) continue;
             const int64_t row = (b * p.heads_kv + hk) * p.seq_kv + j;  // dense logical layout [B, Hkv, Skv, D]
             std::fill_n(in.k.begin() + row * d, d, nan);
-            std::fill_n(in.v.begin() + row * d, d, nan);
+            std::fill_n(in.v.begin() + row * dv, dv, nan);
             ++poisoned;
           }
       }
       ASSERT_GT(poisoned, 0) << line << ": the case skips no tile";
-      const HarnessResult h = run_variant(*v, p, in);
-      const Report r = judge(p, in, h.output(), v->declared(p), JudgeOptions{});
+      const HarnessResult h = run_variant(v, p, in);
+      const Report r = judge(p, in, h.output(), v.declared(p), JudgeOptions{});
       EXPECT_TRUE(r.pass()) << line << " d=" << d << " (NaN in " << poisoned << " skipped key rows)\n" << to_text(r);
+    }
+}
+
+// A packed batch's last KV tile runs on into the next sequence's rows. Their scores are masked,
+// but P·V multiplies their values by p = 0, and 0·NaN = NaN: the kernel must keep them out (zero
+// them, or not load them). NaN and Inf in every key and value of sequence 1, whose rows do not
+// reach the oracle for sequence 0 and 2: those must come out finite, and sequence 1's rows as the
+// oracle says (NaN). Lengths end mid-tile at every tile size the kernels declare.
+TEST_P(KernelVariants, RowsPastAPackedSequenceNeverReachItsOutput) {
+  const Variant& v = *v_;
+  const std::vector<std::string> lines{
+      "b=3 hq=2 hkv=1 sq=100,20,70 skv=70,50,130 causal=none layout=thd",
+      "b=3 hq=2 hkv=2 sq=130,9,64 skv=190,33,77 causal=bottom_right layout=thd window=40,0 softcap=5",
+      "b=3 hq=4 hkv=2 sq=64,64,64 skv=100,100,100 causal=none layout=thd alibi=symmetric sinks=1 used=90,100,17",
+  };
+  int n = 0;
+  for (const std::string& line : lines)
+    for (const auto dd : dims()) {
+      const Problem p = with(line, dd, DType::bf16);
+      Inputs in = make_inputs(p, flashcheck::testing::seed_for(2550 + n++));
+      const Sequences seq(p);
+      const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+      for (int64_t hk = 0; hk < p.heads_kv; ++hk)
+        for (int64_t j = 0; j < seq.skv(1); ++j) {
+          std::fill_n(in.k.begin() + seq.k_row(1, hk, j), p.head_dim_qk, j % 2 ? nan : inf);
+          std::fill_n(in.v.begin() + seq.v_row(1, hk, j), p.head_dim_v, j % 2 ? inf : nan);
+        }
+      const HarnessResult h = run_variant(v, p, in);
+      const Report r = judge(p, in, h.output(), v.declared(p), JudgeOptions{});
+      EXPECT_TRUE(r.pass()) << line << " dqk=" << dd.first << "\n" << to_text(r);
     }
 }
 
@@ -183,16 +223,16 @@ TEST(MmaF16Variants, SkippedTilesAreNeverRead) {
 // into an FMA differs between the instantiations, and that rounding (an ulp of m·sl2, ~15 at these
 // inputs) is several ulps of an LSE that cancels part of it (19-93 rows per case beyond one ulp on
 // an H100, session 7), so the LSE is held to 2^-20·(1 + |LSE|), far inside the judge's limit.
-TEST(MmaF16Variants, PlainAndStridedLaunchesAgree) {
-  REQUIRE_MMA(v);
-  for (int64_t d : {64, 128, 256})
+TEST_P(KernelVariants, PlainAndStridedLaunchesAgree) {
+  const Variant& v = *v_;
+  for (const auto d : dims())
     for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right}) {
       Problem plain = with("b=2 hq=4 hkv=2 sq=300 skv=333", d, DType::bf16);
       plain.causal = c;
       Problem bshd = plain;
       bshd.layout = Layout::bshd;
-      const Inputs in = make_inputs(plain, flashcheck::testing::seed_for(2600 + static_cast<int>(d)));
-      const HarnessResult a = run_variant(*v, plain, in), b = run_variant(*v, bshd, in);
+      const Inputs in = make_inputs(plain, flashcheck::testing::seed_for(2600 + static_cast<int>(d.first)));
+      const HarnessResult a = run_variant(v, plain, in), b = run_variant(v, bshd, in);
       ASSERT_EQ(a.o.size(), b.o.size());
       EXPECT_EQ(std::memcmp(a.o.data(), b.o.data(), a.o.size() * sizeof(float)), 0) << to_string(plain);
       ASSERT_TRUE(a.lse && b.lse);
@@ -207,6 +247,9 @@ TEST(MmaF16Variants, PlainAndStridedLaunchesAgree) {
       EXPECT_EQ(off, 0) << to_string(plain) << ": LSE rows past 2^-20·(1 + |LSE|); largest difference " << worst;
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelVariants, ::testing::Values("mma_f16", "wgmma_f16"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace flashcheck

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One GPU call (about 8 minutes on an H100 with 16 cores), building nothing, for mma_f16's
-# problem-model-2 variants (issue 22 item 1: windows with skipped tiles, softcap, symmetric ALiBi,
+# One GPU call (about 8 minutes on an H100 with 16 cores), building nothing, for a kernel's
+# (KERNEL: mma_f16, the default, or wgmma_f16) problem-model-2 variants (issue 22 item 1: windows with skipped tiles, softcap, symmetric ALiBi,
 # sinks, packed batches with seqused_kv, BSHD/THD strides):
-#   1. tests: mma_variants_test (each variant against the CPU oracle, window edges on tile
+#   1. tests: kernel_variants_test (each variant against the CPU oracle, window edges on tile
 #      boundaries, Sq > Skv, empty rows, skipped tiles never read), gpu_variants_test's short tests,
 #      the launched-tile test and the capability snapshot;
-#   2. campaigns `run --kernel mma_f16 --variants all` with the CPU oracle and with `--oracle gpu`
+#   2. campaigns `run --kernel KERNEL --variants all` with the CPU oracle and with `--oracle gpu`
 #      over several seeds, one with the window and one with packed batches required, a plain-only
 #      one (the plain instantiation unchanged), a load campaign, and the perturbed build's (when packed);
 #   3. edge shapes (zero-length sequences, window bounds on tile boundaries, Sq > Skv) through `run --problem`;
@@ -16,15 +16,16 @@
 # Logs under $OUT (a few files: summary.txt, tests.log, campaigns.log, checks.log, bench.log,
 # sass.txt, device.txt); the summary table is printed last.
 #
-#   tools/device/mma_variants_device.sh [CARRY_DIR]   (default build-mmavar: bin.tar.xz from mma_variants_prepare.sh)
+#   [KERNEL=wgmma_f16] tools/device/variants_device.sh [CARRY_DIR]   (default build-mmavar: bin.tar.xz from variants_prepare.sh)
 # Run from the source root. Knobs: CASES (300), SEEDS ("11 12 13"), GPU_SEEDS ("21 22"), JOBS (10),
 # CAMPAIGN_TIMEOUT (300 s each), LOAD_CASES (10), NO_BENCH=1.
 set -u
 carry=${1:-build-mmavar}
+kernel=${KERNEL:-mma_f16}
 out=${OUT:-mmavar-out}
 mkdir -p "$out"
-dir=/tmp/mmavar_bin
-work=/tmp/mmavar_work  # per-step logs and JSON; what matters is copied into $OUT's few files
+dir=/tmp/variants_bin
+work=/tmp/variants_work_$kernel  # per-step logs and JSON; what matters is copied into $OUT's few files
 rm -rf "$dir" "$work" && mkdir -p "$dir" "$work" &&
   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carry/bin.tar.xz" "$dir" ||
   { echo "cannot unpack $carry/bin.tar.xz"; exit 125; }
@@ -49,7 +50,7 @@ campaign() {  # campaign NAME ARGS...: run in the background, JSON and log under
   local name=$1
   shift
   wait_slot
-  (timeout "$tmo" "$fc" run --kernel mma_f16 "$@" --json "$work/$name.json" >"$work/$name.log" 2>&1
+  (timeout "$tmo" "$fc" run --kernel "$kernel" "$@" --json "$work/$name.json" >"$work/$name.log" 2>&1
    echo $? >"$work/$name.rc") &
 }
 for s in ${SEEDS:-11 12 13}; do
@@ -64,7 +65,7 @@ campaign "plain_only_s33" --variants none --cases 200 --seed 33 --max-seq 1100 -
 campaign "load_s34" --variants all --load --cases "${LOAD_CASES:-10}" --seed 34
 if [ -f "$dir/flashcheck_perturbed.so" ]; then
   wait_slot
-  (FLASHCHECK_PERTURB_SEED=35 timeout "$tmo" "$fc" run --plugin "$dir/flashcheck_perturbed.so" --kernel mma_f16.perturbed \
+  (FLASHCHECK_PERTURB_SEED=35 timeout "$tmo" "$fc" run --plugin "$dir/flashcheck_perturbed.so" --kernel "$kernel".perturbed \
      --variants all --cases 200 --seed 35 --max-seq 1100 --json "$work/perturbed_s35.json" >"$work/perturbed_s35.log" 2>&1
    echo $? >"$work/perturbed_s35.rc") &
 fi
@@ -79,7 +80,7 @@ test_step() {  # test_step NAME CMD...
   row "$name rc=$rc $((SECONDS - s))s" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+ tests?' "$work/$name.log" | tr -s ' ' | tr '\n' ' ')"
   { echo "==== $name rc=$rc"; grep -E "^\[  FAILED  \]|Failure|Expected|Which is|error|window-edge cases|vs replica|compared" "$work/$name.log" | head -60; } >>"$out/tests.log"
 }
-test_step mma_variants_test "$dir/mma_variants_test"
+test_step kernel_variants_test "$dir/kernel_variants_test"
 test_step gpu_variants_test "$dir/gpu_variants_test" --gtest_filter='*SharedMemory*:*AgreeWithTheReplica*:*AreDeterministic*'
 test_step launched_tile_test "$dir/launched_tile_test"
 test_step capabilities_snapshot_test env FLASHCHECK_CAPABILITIES_FILE="$dir/capabilities.json" "$dir/capabilities_snapshot_test"
@@ -91,7 +92,7 @@ while IFS= read -r prob; do
   [ -n "$prob" ] || continue
   edge_n=$((edge_n + 1))
   for dt in bf16 f16; do
-    "$fc" run --kernel mma_f16 --problem "$prob dtype=$dt" --dist normal --input-seed 7 >"$work/edge.log" 2>&1
+    "$fc" run --kernel "$kernel" --problem "$prob dtype=$dt" --dist normal --input-seed 7 >"$work/edge.log" 2>&1
     rc=$?
     if [ "$rc" -eq 0 ]; then edge_ok=$((edge_ok + 1)); else
       failed=$((failed + 1))
@@ -119,7 +120,7 @@ san_ok=0
 san_n=0
 sanitize() {  # sanitize TOOL PROBLEM
   san_n=$((san_n + 1))
-  compute-sanitizer --tool "$1" --error-exitcode 3 "$fc" run --kernel mma_f16 --problem "$2" --dist normal \
+  compute-sanitizer --tool "$1" --error-exitcode 3 "$fc" run --kernel "$kernel" --problem "$2" --dist normal \
     --input-seed 5 --no-isolation >"$work/san.log" 2>&1
   local rc=$?
   if [ "$rc" -eq 0 ]; then san_ok=$((san_ok + 1)); else
@@ -141,7 +142,7 @@ if command -v compute-sanitizer >/dev/null; then
 else
   row "compute-sanitizer" "not found"
 fi
-"$fc" determinism --kernel mma_f16 --runs 30 \
+"$fc" determinism --kernel "$kernel" --runs 30 \
   --problem "b=4 hq=8 hkv=2 sq=700,0,1000,129 skv=900,50,1000,700 d=128 causal=bottom_right layout=thd window=256,0 softcap=30 alibi=symmetric sinks=1 dtype=bf16" \
   >"$work/determinism.log" 2>&1
 rc=$?
@@ -185,15 +186,15 @@ print(",".join(map(str, l)), sum(l))')"
           "b=16 h=16 s=$eq $base causal=bottom_right")
   args=()
   for s in "${shapes[@]}"; do args+=(--shape "$s"); done
-  "$fc" bench --kernel mma_f16 --warmup 10 --iters 50 "${args[@]}" >"$out/bench.log" 2>&1
+  "$fc" bench --kernel "$kernel" --warmup 10 --iters 50 "${args[@]}" >"$out/bench.log" 2>&1
   rc=$?
   [ "$rc" -eq 0 ] || failed=$((failed + 1))
   cat "$out/bench.log"
-  python3 - "$out/bench.log" >>"$out/bench.log" <<'PY'
+  python3 - "$out/bench.log" "$kernel" >>"$out/bench.log" <<'PY'
 import re, sys
 rows = []
 for line in open(sys.argv[1]):
-    m = re.match(r"^mma_f16\s+(.*?)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$", line)
+    m = re.match("^" + re.escape(sys.argv[2]) + r"\s+(.*?)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$", line)
     if m: rows.append((m.group(1), float(m.group(2)), float(m.group(4))))
 names = ["causal", "causal bshd", "window 1024", "softcap 30", "alibi", "dense", "causal 16K", "window 16K", "varlen", "equal batch"]
 if len(rows) != len(names):
@@ -210,14 +211,14 @@ PY
   row "bench rc=$rc" "$(grep -E '^(window|softcap|alibi|strided|varlen)' "$out/bench.log" | tr '\n' ';' | cut -c1-300)"
 fi
 if command -v cuobjdump >/dev/null; then
-  bash tools/device/sass_stats.sh "$fc" sm_90a mma_f16_kernel >"$out/sass.txt" 2>&1 ||
-    bash tools/device/sass_stats.sh "$fc" sm_90 mma_f16_kernel >"$out/sass.txt" 2>&1
-  row "sass: mma_f16 kernels with local loads/stores in the main loop" \
+  bash tools/device/sass_stats.sh "$fc" sm_90a "${kernel}_kernel" >"$out/sass.txt" 2>&1 ||
+    bash tools/device/sass_stats.sh "$fc" sm_90 "${kernel}_kernel" >"$out/sass.txt" 2>&1
+  row "sass: $kernel kernels with local loads/stores in the main loop" \
     "$(awk 'NR > 1 && $NF > 0 {n++} END {print n + 0}' "$out/sass.txt") of $(($(wc -l <"$out/sass.txt") - 1))"
 fi
 
 echo
-echo "== mma_variants_device.sh: $((SECONDS - t0)) s"
+echo "== variants_device.sh ($kernel): $((SECONDS - t0)) s"
 printf '%s\n' "${rows[@]}" | tee "$out/summary.txt"
 if [ "$failed" -gt 0 ]; then
   echo "$failed step(s) failed (details: $out/tests.log, campaigns.log, checks.log)"

@@ -1,0 +1,23 @@
+// The host half of a variant launch, shared by the kernels that take VarParams (mma_f16,
+// wgmma_f16): whether a problem can take the plain launch, the VarParams of any other, and the
+// q-tiles of its grid. Every assumption a kernel makes of the buffers is checked here, so a view it
+// cannot address is an error naming the tensor (std::invalid_argument), never a wrong read.
+#pragma once
+#include "gpu/common/var_params.h"
+#include "gpu/kernel.h"
+
+namespace flashcheck::kernels {
+
+// Contiguous BHSD q, k, v, o (and lse [B, Hq, Sq]), as a plain launch (FwdParams) indexes them.
+bool contiguous_bhsd(const Problem& p, const KernelArgs& a);
+
+// The VarParams of problem `p` on buffers `a`, for kernel `kernel` (named in every message). Rows
+// of q, k, v and o must start 16-byte aligned (both kernels copy and store whole 16-byte chunks:
+// cp.async, TMA, uint4), row strides must fit an int; the window is clamped to what the masks take.
+VarParams variant_params(const Problem& p, const KernelArgs& a, const char* kernel);
+
+// q-tiles of the grid's x dimension: per sequence (dense), or of every sequence together (packed:
+// the kernel maps its index to a sequence through cu_seqlens_q, tiles of empty sequences none).
+int grid_tiles(const Problem& p, int block_m, const char* kernel);
+
+}  // namespace flashcheck::kernels
