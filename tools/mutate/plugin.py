@@ -13,8 +13,10 @@ from .store import read_json, write_json
 
 
 # Compiled once per work folder and linked into every module: the adapter and what it needs from
-# the kernels layer (the registrar) and the problem model (Problem::softmax_scale).
-MODULE_SOURCES = ("gpu/plugin/kernel_module.cpp", "gpu/kernel.cpp", "reference/problem.cpp", "reference/dtype.cpp")
+# the kernels layer (the registrar, the variant launches' VarParams) and the problem model
+# (Problem::softmax_scale).
+MODULE_SOURCES = ("gpu/plugin/kernel_module.cpp", "gpu/kernel.cpp", "gpu/common/var_params_host.cpp",
+                  "reference/problem.cpp", "reference/dtype.cpp")
 ARCH_FLAGS = ("--generate-code", "-gencode", "--gpu-architecture", "-arch", "--gpu-code", "-code")
 
 
