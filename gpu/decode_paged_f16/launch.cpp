@@ -3,6 +3,7 @@
 // is an error naming the tensor, never a wrong read.
 #include "gpu/decode_paged_f16/launch.h"
 
+#include <bit>
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
@@ -72,6 +73,7 @@ void launch_decode_paged_f16(const Problem& p, const KernelArgs& a, const kernel
     d.cache_seqlens = a.cache_seqlens;
     d.max_pages = a.max_pages_per_seq;
     d.page_size = as_int(p.page_size, "page size");
+    if ((d.page_size & (d.page_size - 1)) == 0) d.page_shift = std::countr_zero(static_cast<unsigned>(d.page_size));
   }
   d.batch = as_int(p.batch, "batch");
   d.heads_q = as_int(p.heads_q, "heads_q");

@@ -40,7 +40,9 @@ inline void keep_pool_memory(int dev) {
 template <int D, bool kBf16>
 void launch_decode_typed(DecodeParams p, bool paged, int64_t max_keys, const DecodePlanOverride& force, void* stream) {
   using T = DecodeTraits<D>;
-  const auto split = paged ? decode_split_kernel<D, kBf16, PagedKeys> : decode_split_kernel<D, kBf16, DenseKeys>;
+  const auto split = !paged             ? decode_split_kernel<D, kBf16, DenseKeys>
+                     : p.page_shift >= 0 ? decode_split_kernel<D, kBf16, PagedKeysPow2>
+                                         : decode_split_kernel<D, kBf16, PagedKeys>;
   const auto combine = decode_combine_kernel<D, kBf16>;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   const int64_t rows_total = int64_t(p.batch) * p.heads_q * p.seq_q;

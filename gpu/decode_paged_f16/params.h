@@ -27,6 +27,7 @@ struct DecodeParams {
   const int32_t* cache_seqlens = nullptr;
   int64_t max_pages = 0;
   int page_size = 0;  // > 0: K/V in a paged cache (outer = page, seq = slot)
+  int page_shift = -1; // log2(page_size) when it is a power of two, else −1
 
   int batch = 0, heads_q = 0, heads_kv = 0, group = 1;
   int seq_q = 0;   // the largest Sq: rows of the workspace per (b, h)
