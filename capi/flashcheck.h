@@ -11,7 +11,8 @@
  * q [B,Hq,Sq,Dqk], k [B,Hkv,Skv,Dqk], v [B,Hkv,Skv,Dv], o [B,Hq,Sq,Dv]; lse [B,Hq,Sq] is always
  * f32. Query head h reads KV head h / (Hq / Hkv). The entries whose names end in 2 (API 3) take
  * problem model 2 — windows, softcap, ALiBi, sinks, varlen, paged caches, any strided layout, fp8 —
- * with every tensor described by an fc_tensor_view (see "Problem model 2" below).
+ * with every tensor described by an fc_tensor_view (see "Problem model 2" below). API 5 adds the
+ * backward pass over the same problem and views ("The backward pass" below).
  *
  * Conventions: functions return an fc_status; on anything but FC_OK, fc_last_error() says what was
  * wrong (per thread). Handles are opaque and freed by their own fc_*_free. Strings returned by an
@@ -39,8 +40,9 @@ extern "C" {
  * fc_reference, fc_make_inputs2, fc_fuzz2 over fc_kernel_callback2) and the options' API 3 fields;
  * every API 2 entry keeps its behaviour and its structs' API 2 layout. 4: fc_fuzz_options' declared
  * limits (equal_lengths, seq_multiple, nonfinite; fc_fuzz_options_init3), FC_DIST_NONFINITE, and
- * head_dims NULL meaning any head dim. */
-#define FLASHCHECK_API_VERSION 4u
+ * head_dims NULL meaning any head dim. 5: the backward pass (fc_gradients, fc_reference_backward,
+ * fc_check_backward and its report); no struct of an earlier version changes. */
+#define FLASHCHECK_API_VERSION 5u
 uint32_t fc_api_version(void);
 
 /* Status codes. */
@@ -425,6 +427,71 @@ fc_status fc_draw_case2(const fc_fuzz_options* opt, int64_t index, fc_case2* out
 fc_status fc_fuzz2(fc_kernel_callback2 kernel, void* user, const fc_fuzz_options* opt, fc_campaign** out);
 /* Failure i as a problem model 2 case (its lengths owned by the campaign) and its report. */
 fc_status fc_campaign_failure2(fc_campaign* c, int64_t i, fc_case2* out_case, fc_report** out_report);
+
+/* ---- The backward pass (API 5) ---- */
+
+/* The gradients of one problem of model 2, beside its fc_tensors (which hold q, k, v, o, lse and the
+ * side tensors, as for fc_check2). Every view is placed as its forward tensor is, in the problem's
+ * layout (flashcheck.h's shapes above): d_out (dO, the gradient of the loss with respect to o) as o,
+ * in o's dtype; dq as q, dk as k, dv as v (a paged cache's [num_pages, page_size, Hkv, D] with k's
+ * pages); dsinks [Hq]. dQ, dK, dV are with respect to the values the forward computes with (fp8:
+ * x * descale); GQA sums dK and dV over each KV head's query group. */
+typedef struct {
+  uint32_t struct_size; /* sizeof(fc_gradients), set by fc_gradients_init */
+  fc_tensor_view d_out;
+  fc_tensor_view dq, dk, dv, dsinks;
+} fc_gradients;
+void fc_gradients_init(fc_gradients* g); /* every view absent (zeroed) */
+
+/* The fp64 backward oracle (reference/naive_backward.h: every variant of the forward oracle, fp64
+ * BLAS) for the inputs t->q, t->k, t->v, the side tensors and g->d_out (t->o and t->lse are not
+ * read): dQ, dK, dV into g->dq, g->dk, g->dv, and the sinks' gradient into g->dsinks, each FC_F64
+ * (absent: not wanted; dsinks only for a problem with sinks). Rows of the problem's storage that no
+ * sequence reads (FC_THD padding past cu_seqlens_*[B], a paged cache's unused pages and slots) get
+ * gradient 0; a cache slot that several sequences read gets the sum of their gradients. A row that
+ * sees no key contributes nothing (its dQ is 0); NaN/Inf inputs or dO reach exactly the gradients
+ * of the pairs that see them. Bad input is FC_ERR_INVALID naming the view, as fc_reference's: a
+ * d_out of the wrong shape or dtype, an output view of the wrong shape or not FC_F64, an output view
+ * sharing memory with an input or another output. */
+fc_status fc_reference_backward(const fc_attention2* p, const fc_tensors* t, const fc_gradients* g);
+
+typedef struct fc_backward_report fc_backward_report;
+
+/* Judges a backward kernel's g->dq, g->dk, g->dv (in the gradient dtype: the input dtype, or o's
+ * for fp8 inputs) and g->dsinks (FC_F32 [Hq]; absent: the kernel computes none, not judged) for the
+ * inputs t->q, t->k, t->v, the side tensors and dO g->d_out, against the fp64 backward oracle with
+ * verify/backward_criteria.h's criteria per gradient (unwritten, NaN/Inf positions, exact zeros of
+ * rows without keys and keys no row sees, cosine, baseline-relative error against same-dtype
+ * FlashAttention-2 backward replicas). t->o (and t->lse), the forward output the kernel's backward
+ * was given, is judged as fc_check2 judges it, reported apart; absent: no forward verdict. opt: as
+ * fc_check2's (NULL: defaults); allow_nonfinite_inputs covers dO too. Bad input is FC_ERR_INVALID
+ * naming the view: dO or a gradient of the wrong shape or dtype, a gradient sharing memory with q,
+ * k, v, o, lse, dO, a side tensor or another gradient (packed dqkv views that interleave without
+ * sharing an element are fine); FC_ERR_CANNOT_TEST for NaN/Inf in q, k, v or dO unless allowed, and
+ * for a paged cache whose sequences share a slot (its gradient is their sum, which the per-sequence
+ * criteria cannot judge yet). On FC_OK *out is a new report (pass or fail). */
+fc_status fc_check_backward(const fc_attention2* p, const fc_tensors* t, const fc_gradients* g, const fc_check_options* opt,
+                            fc_backward_report** out);
+
+/* 1 when every gradient's criteria pass and the forward (when judged) passes, else 0. */
+int32_t fc_backward_report_pass(const fc_backward_report* r);
+/* Failed criteria as "dk: baseline_relative", gradients in order, then the forward's as
+ * "forward: cosine". NULL past the last. */
+int32_t fc_backward_report_failed_count(const fc_backward_report* r);
+const char* fc_backward_report_failed_name(const fc_backward_report* r, int32_t i);
+/* The gradients judged, in order "dq", "dk", "dv" (and "dsinks" when given). */
+int32_t fc_backward_report_gradient_count(const fc_backward_report* r);
+const char* fc_backward_report_gradient_name(const fc_backward_report* r, int32_t i); /* NULL past the last */
+int32_t fc_backward_report_gradient_pass(const fc_backward_report* r, int32_t i);
+/* Gradient i's worst element: dq (b, query head, row, col), dk/dv (b, KV head, key, col), dsinks
+ * (0, query head, 0, 0); b is the sequence. q_tile and kv_tile are -1. 1 and *out filled, or 0. */
+int32_t fc_backward_report_gradient_worst(const fc_backward_report* r, int32_t i, fc_location* out);
+/* The forward's report (owned by r, valid until it is freed), or NULL when o was absent. */
+const fc_report* fc_backward_report_forward(const fc_backward_report* r);
+const char* fc_backward_report_text(const fc_backward_report* r); /* the backward verdict as text */
+const char* fc_backward_report_json(const fc_backward_report* r); /* {"pass", "backward", "forward" (or null)} */
+fc_status fc_backward_report_problem2(const fc_backward_report* r, fc_attention2* out);
+void fc_backward_report_free(fc_backward_report* r);
 
 #ifdef __cplusplus
 }

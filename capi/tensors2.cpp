@@ -1,8 +1,9 @@
-// Problem model 2's tensors at the C boundary: fc_tensor_view (pointer, dtype, shape, strides) to
-// the storage layer's row strides (reference/storage.h, whose constructor refuses overlapping and
-// negative strides), gathered into the logical layout every oracle reads; then fc_check2 (the one
-// judge), fc_reference (the fp64 oracle, written back in the caller's layout) and fc_make_inputs2
-// (the drawn inputs in the problem's own storage).
+// Problem model 2's tensors at the C boundary (the helpers the backward shares: capi/views2.h):
+// fc_tensor_view (pointer, dtype, shape, strides) to the storage layer's row strides
+// (reference/storage.h, whose constructor refuses overlapping and negative strides), gathered into
+// the logical layout every oracle reads; then fc_check2 (the one judge), fc_reference (the fp64
+// oracle, written back in the caller's layout) and fc_make_inputs2 (the drawn inputs in the
+// problem's own storage).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "capi/capi_internal.h"
 #include "capi/flashcheck.h"
+#include "capi/views2.h"
 #include "reference/naive.h"
 #include "reference/sequences.h"
 #include "reference/storage.h"
@@ -37,109 +39,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::string str(int64_t x) { return std::to_string(x); }
 
-const char* dtype_name(int32_t dtype) {
-  static const char* const names[] = {"FC_F32", "FC_F16", "FC_BF16", "FC_E4M3", "FC_E5M2", "FC_I32", "FC_I64", "FC_F64"};
-  return dtype >= 0 && dtype < 8 ? names[dtype] : "an unknown dtype";
-}
-
 std::string dims(const int64_t* d, int n) {
   std::string s = "[";
   for (int i = 0; i < n; ++i) s += (i ? ", " : "") + (d[i] < 0 ? std::string("any") : str(d[i]));
   return s + "]";
-}
-
-// Absent: data NULL and no dimensions. A view of zero elements may have data NULL (torch's does).
-bool present(const fc_tensor_view& v) { return v.data != nullptr || v.ndim != 0; }
-
-// The view's dtype, number of dimensions and the dims the problem fixes (-1: free), or an error
-// naming the tensor and the shape it needs (`form`: the layout's names for the dims).
-void check_view(const fc_tensor_view& v, const char* name, int32_t dtype, const std::vector<int64_t>& want, const std::string& form) {
-  if (v.dtype != dtype)
-    throw InvalidArgument(std::string(name) + " is " + dtype_name(v.dtype) + "; the problem needs " + dtype_name(dtype));
-  const int n = static_cast<int>(want.size());
-  bool fits = v.ndim == n;
-  for (int i = 0; fits && i < n; ++i) fits = want[static_cast<size_t>(i)] < 0 || v.shape[i] == want[static_cast<size_t>(i)];
-  if (!fits) {
-    const int shown = v.ndim >= 1 && v.ndim <= 4 ? v.ndim : 0;
-    throw InvalidArgument(std::string(name) + " has shape " + dims(v.shape, shown) + "; the problem needs " + form + " = " +
-                          dims(want.data(), n));
-  }
-  int64_t elems = 1;
-  for (int i = 0; i < n; ++i) {
-    if (v.shape[i] < 0) throw InvalidArgument(std::string(name) + " has a negative dimension");
-    elems *= v.shape[i];
-  }
-  if (!v.data && elems > 0) throw InvalidArgument(std::string(name) + "'s data is NULL for " + str(elems) + " elements");
-}
-
-// Where a q/k/v/o/lse view's rows are (the storage layer's (outer, seq, head) strides), and its
-// free leading extent: tokens (thd) or pages (a paged cache).
-struct Placed {
-  RowStrides strides;
-  int64_t rows = 0;
-};
-
-Placed place(const Problem& p, Tensor t, const fc_tensor_view& v, const char* name, int32_t dtype) {
-  const bool kv = t == Tensor::k || t == Tensor::v;
-  const int64_t w = t == Tensor::q || t == Tensor::k ? p.head_dim_qk : p.head_dim_v;
-  const int64_t h = kv ? p.heads_kv : p.heads_q;
-  const int64_t s = kv ? p.seq_kv : p.seq_q;
-  const char* dn = t == Tensor::q || t == Tensor::k ? "Dqk" : "Dv";
-  const std::string hn = kv ? "Hkv" : "Hq", sn = kv ? "Skv" : "Sq", tn = kv ? "Tk" : "Tq";
-  const int64_t* st = v.strides;
-  Placed out;
-  if (t == Tensor::lse) {
-    if (p.layout == Layout::thd) {
-      check_view(v, name, dtype, {p.heads_q, -1}, "[Hq, Tq]");
-      out.strides = {0, st[1], st[0]};
-      out.rows = v.shape[1];
-    } else {
-      check_view(v, name, dtype, {p.batch, p.heads_q, p.seq_q}, "[B, Hq, Sq]");
-      out.strides = {st[0], st[2], st[1]};
-    }
-    return out;
-  }
-  if (kv && p.paged()) {
-    check_view(v, name, dtype, {-1, p.page_size, h, w}, std::string("[num_pages, page_size, Hkv, ") + dn + "] (a paged cache)");
-    out.strides = {st[0], st[1], st[2]};
-    out.rows = v.shape[0];
-  } else {
-    switch (p.layout) {
-      case Layout::bhsd:
-        check_view(v, name, dtype, {p.batch, h, s, w}, "[B, " + hn + ", " + sn + ", " + dn + "] (bhsd)");
-        out.strides = {st[0], st[2], st[1]};
-        break;
-      case Layout::bshd:
-        check_view(v, name, dtype, {p.batch, s, h, w}, "[B, " + sn + ", " + hn + ", " + dn + "] (bshd)");
-        out.strides = {st[0], st[1], st[2]};
-        break;
-      case Layout::thd:
-        check_view(v, name, dtype, {-1, h, w}, "[" + tn + ", " + hn + ", " + dn + "] (thd)");
-        out.strides = {0, st[0], st[1]};
-        out.rows = v.shape[0];
-        break;
-    }
-  }
-  const int last = v.ndim - 1;
-  if (v.shape[last] > 1 && st[last] != 1)
-    throw InvalidArgument(std::string(name) + "'s last dimension has stride " + str(st[last]) +
-                          "; it must be contiguous (stride 1)");
-  return out;
-}
-
-// Every element of a small view (side tensors), row-major, as (flat index, element offset).
-template <class F>
-void for_each_element(const fc_tensor_view& v, F&& f) {
-  int64_t n = 1;
-  for (int i = 0; i < v.ndim; ++i) n *= v.shape[i];
-  for (int64_t flat = 0; flat < n; ++flat) {
-    int64_t rest = flat, off = 0;
-    for (int i = v.ndim - 1; i >= 0; --i) {
-      off += (rest % v.shape[i]) * v.strides[i];
-      rest /= v.shape[i];
-    }
-    f(flat, off);
-  }
 }
 
 void check_side(const fc_tensor_view& v, const char* name, const std::vector<int64_t>& want, const std::string& form,
@@ -235,34 +138,6 @@ int64_t logical_elems(const Problem& p, Tensor t) {
   return 0;
 }
 
-// The view's logical rows widened to fp32 (exact for every input dtype).
-std::vector<float> gather(const Problem& p, const Storage& st, Tensor t, const fc_tensor_view& v, DType d) {
-  std::vector<float> out(static_cast<size_t>(logical_elems(p, t)));
-  const int64_t w = st.width(t), bytes = dtype_bytes(d);
-  const char* base = static_cast<const char*>(v.data);
-  for_each_row(p, st, t, [&](int64_t l, int64_t s) { decode(d, base + s * bytes, w, out.data() + l); });
-  return out;
-}
-
-// NaN/Inf in q, k or v are refused unless asked for, as `flashcheck check` does. The position is
-// (sequence, head, row in the sequence, column).
-void refuse_nonfinite(const Problem& p, Tensor t, const std::vector<float>& x) {
-  size_t e = 0;
-  while (e < x.size() && std::isfinite(x[e])) ++e;
-  if (e == x.size()) return;
-  const Sequences seqs(p);
-  const bool kv = t != Tensor::q;
-  const int64_t heads = kv ? p.heads_kv : p.heads_q;
-  const int64_t w = t == Tensor::v ? p.head_dim_v : p.head_dim_qk;
-  int64_t b = 0;
-  while (b + 1 < p.batch && static_cast<int64_t>(e) >= (kv ? seqs.kv0(b + 1) : seqs.q0(b + 1)) * heads * w) ++b;
-  const int64_t n = kv ? seqs.skv(b) : seqs.sq(b);
-  const int64_t r = static_cast<int64_t>(e) - (kv ? seqs.kv0(b) : seqs.q0(b)) * heads * w;
-  throw CannotTest("input '" + std::string(to_string(t)) + "' holds " + (std::isnan(x[e]) ? "NaN" : "Inf") + " at [" + str(b) +
-                   "," + str(r / (n * w)) + "," + str(r / w % n) + "," + str(r % w) +
-                   "]; set allow_nonfinite_inputs to check NaN/Inf propagation instead");
-}
-
 // Strides no extent can make overlap (each dimension at least 1 long): for the tensors a storage
 // is not used for. The problem's own contiguous strides would not do: a THD batch without tokens
 // has a head stride of 0, which the storage layer rightly calls overlapping.
@@ -279,6 +154,124 @@ RowStrides unused_strides(const Problem& p, const Inputs& in, int64_t pad, Tenso
   return {w * heads * seq, w * heads, w};
 }
 
+// fp64 rows into an FC_F64 view; THD padding rows (tokens past the last sequence) become NaN.
+void scatter_f64(const Problem& p, const Storage& st, Tensor t, std::span<const double> logical, const fc_tensor_view& v,
+                 int64_t tokens) {
+  auto* base = static_cast<double*>(v.data);
+  const int64_t w = st.width(t);
+  for_each_row(p, st, t, [&](int64_t l, int64_t s) { std::memcpy(base + s, logical.data() + l, static_cast<size_t>(w) * 8); });
+  if (p.layout != Layout::thd) return;
+  const RowStrides& rs = st.strides(t);
+  for (int64_t token = Sequences(p).total_q(); token < tokens; ++token)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t c = 0; c < w; ++c) base[token * rs.seq + h * rs.head + c] = kNaN;
+}
+
+}  // namespace
+
+const char* dtype_name(int32_t dtype) {
+  static const char* const names[] = {"FC_F32", "FC_F16", "FC_BF16", "FC_E4M3", "FC_E5M2", "FC_I32", "FC_I64", "FC_F64"};
+  return dtype >= 0 && dtype < 8 ? names[dtype] : "an unknown dtype";
+}
+
+// Absent: data NULL and no dimensions. A view of zero elements may have data NULL (torch's does).
+bool present(const fc_tensor_view& v) { return v.data != nullptr || v.ndim != 0; }
+
+// The view's dtype, number of dimensions and the dims the problem fixes (-1: free), or an error
+// naming the tensor and the shape it needs (`form`: the layout's names for the dims).
+void check_view(const fc_tensor_view& v, const char* name, int32_t dtype, const std::vector<int64_t>& want, const std::string& form) {
+  if (v.dtype != dtype)
+    throw InvalidArgument(std::string(name) + " is " + dtype_name(v.dtype) + "; the problem needs " + dtype_name(dtype));
+  const int n = static_cast<int>(want.size());
+  bool fits = v.ndim == n;
+  for (int i = 0; fits && i < n; ++i) fits = want[static_cast<size_t>(i)] < 0 || v.shape[i] == want[static_cast<size_t>(i)];
+  if (!fits) {
+    const int shown = v.ndim >= 1 && v.ndim <= 4 ? v.ndim : 0;
+    throw InvalidArgument(std::string(name) + " has shape " + dims(v.shape, shown) + "; the problem needs " + form + " = " +
+                          dims(want.data(), n));
+  }
+  int64_t elems = 1;
+  for (int i = 0; i < n; ++i) {
+    if (v.shape[i] < 0) throw InvalidArgument(std::string(name) + " has a negative dimension");
+    elems *= v.shape[i];
+  }
+  if (!v.data && elems > 0) throw InvalidArgument(std::string(name) + "'s data is NULL for " + str(elems) + " elements");
+}
+
+Placed place(const Problem& p, Tensor t, const fc_tensor_view& v, const char* name, int32_t dtype) {
+  const bool kv = t == Tensor::k || t == Tensor::v;
+  const int64_t w = t == Tensor::q || t == Tensor::k ? p.head_dim_qk : p.head_dim_v;
+  const int64_t h = kv ? p.heads_kv : p.heads_q;
+  const int64_t s = kv ? p.seq_kv : p.seq_q;
+  const char* dn = t == Tensor::q || t == Tensor::k ? "Dqk" : "Dv";
+  const std::string hn = kv ? "Hkv" : "Hq", sn = kv ? "Skv" : "Sq", tn = kv ? "Tk" : "Tq";
+  const int64_t* st = v.strides;
+  Placed out;
+  if (t == Tensor::lse) {
+    if (p.layout == Layout::thd) {
+      check_view(v, name, dtype, {p.heads_q, -1}, "[Hq, Tq]");
+      out.strides = {0, st[1], st[0]};
+      out.rows = v.shape[1];
+    } else {
+      check_view(v, name, dtype, {p.batch, p.heads_q, p.seq_q}, "[B, Hq, Sq]");
+      out.strides = {st[0], st[2], st[1]};
+    }
+    return out;
+  }
+  if (kv && p.paged()) {
+    check_view(v, name, dtype, {-1, p.page_size, h, w}, std::string("[num_pages, page_size, Hkv, ") + dn + "] (a paged cache)");
+    out.strides = {st[0], st[1], st[2]};
+    out.rows = v.shape[0];
+  } else {
+    switch (p.layout) {
+      case Layout::bhsd:
+        check_view(v, name, dtype, {p.batch, h, s, w}, "[B, " + hn + ", " + sn + ", " + dn + "] (bhsd)");
+        out.strides = {st[0], st[2], st[1]};
+        break;
+      case Layout::bshd:
+        check_view(v, name, dtype, {p.batch, s, h, w}, "[B, " + sn + ", " + hn + ", " + dn + "] (bshd)");
+        out.strides = {st[0], st[1], st[2]};
+        break;
+      case Layout::thd:
+        check_view(v, name, dtype, {-1, h, w}, "[" + tn + ", " + hn + ", " + dn + "] (thd)");
+        out.strides = {0, st[0], st[1]};
+        out.rows = v.shape[0];
+        break;
+    }
+  }
+  const int last = v.ndim - 1;
+  if (v.shape[last] > 1 && st[last] != 1)
+    throw InvalidArgument(std::string(name) + "'s last dimension has stride " + str(st[last]) +
+                          "; it must be contiguous (stride 1)");
+  return out;
+}
+
+// The view's logical rows widened to fp32 (exact for every input dtype).
+std::vector<float> gather(const Problem& p, const Storage& st, Tensor t, const fc_tensor_view& v, DType d) {
+  std::vector<float> out(static_cast<size_t>(logical_elems(p, t)));
+  const int64_t w = st.width(t), bytes = dtype_bytes(d);
+  const char* base = static_cast<const char*>(v.data);
+  for_each_row(p, st, t, [&](int64_t l, int64_t s) { decode(d, base + s * bytes, w, out.data() + l); });
+  return out;
+}
+
+void refuse_nonfinite(const Problem& p, Tensor t, const std::vector<float>& x, const char* name) {
+  size_t e = 0;
+  while (e < x.size() && std::isfinite(x[e])) ++e;
+  if (e == x.size()) return;
+  const Sequences seqs(p);
+  const bool kv = t == Tensor::k || t == Tensor::v;
+  const int64_t heads = kv ? p.heads_kv : p.heads_q;
+  const int64_t w = t == Tensor::v || t == Tensor::o ? p.head_dim_v : p.head_dim_qk;
+  int64_t b = 0;
+  while (b + 1 < p.batch && static_cast<int64_t>(e) >= (kv ? seqs.kv0(b + 1) : seqs.q0(b + 1)) * heads * w) ++b;
+  const int64_t n = kv ? seqs.skv(b) : seqs.sq(b);
+  const int64_t r = static_cast<int64_t>(e) - (kv ? seqs.kv0(b) : seqs.q0(b)) * heads * w;
+  throw CannotTest("input '" + (name ? std::string(name) : std::string(to_string(t))) + "' holds " + (std::isnan(x[e]) ? "NaN" : "Inf") +
+                   " at [" + str(b) + "," + str(r / (n * w)) + "," + str(r / w % n) + "," + str(r % w) +
+                   "]; set allow_nonfinite_inputs to check NaN/Inf propagation instead");
+}
+
 // The storage of q, o and lse (or of k and v), with the caller's views' strides for the tensors
 // given. The constructor refuses strides that overlap or are negative, naming the tensor.
 std::unique_ptr<Storage> storage_with(const Problem& p, const Inputs& in, int64_t pad,
@@ -288,12 +281,6 @@ std::unique_ptr<Storage> storage_with(const Problem& p, const Inputs& in, int64_
   for (const auto& [t, rs] : given) s[static_cast<int>(t)] = rs;
   return std::make_unique<Storage>(p, in, pad, s);
 }
-
-// The views of one call, placed against the problem: the two storages and the padding rows.
-struct Placement {
-  std::unique_ptr<Storage> qside, kvside;
-  int64_t tokens_q = 0;  // thd: rows of q (and o, lse)
-};
 
 // q, k, v (and `o`, `lse` when present, in dtypes o_dtype / lse_dtype), with the side tensors read
 // into `in` first (a paged storage needs the block table).
@@ -336,6 +323,7 @@ Placement place_all(const Problem& p, const fc_tensors& t, const fc_tensor_view*
   }
   Placement out;
   out.tokens_q = q.rows;
+  out.pad_q = pad_q, out.pad_kv = pad_kv, out.rows_kv = k.rows;
   out.qside = storage_with(p, in, pad_q, qs);
   out.kvside = storage_with(p, in, pad_kv, {{Tensor::k, k.strides}, {Tensor::v, v.strides}});
   return out;
@@ -347,17 +335,23 @@ void gather_inputs(const Problem& p, const fc_tensors& t, const Placement& pl, I
   in.v = gather(p, *pl.kvside, Tensor::v, t.v, p.dtype);
 }
 
-// fp64 rows into an FC_F64 view; THD padding rows (tokens past the last sequence) become NaN.
-void scatter_f64(const Problem& p, const Storage& st, Tensor t, std::span<const double> logical, const fc_tensor_view& v,
-                 int64_t tokens) {
-  auto* base = static_cast<double*>(v.data);
-  const int64_t w = st.width(t);
-  for_each_row(p, st, t, [&](int64_t l, int64_t s) { std::memcpy(base + s, logical.data() + l, static_cast<size_t>(w) * 8); });
-  if (p.layout != Layout::thd) return;
-  const RowStrides& rs = st.strides(t);
-  for (int64_t token = Sequences(p).total_q(); token < tokens; ++token)
-    for (int64_t h = 0; h < p.heads_q; ++h)
-      for (int64_t c = 0; c < w; ++c) base[token * rs.seq + h * rs.head + c] = kNaN;
+void check_options(const fc_check_options& opt) {
+  if (opt.lse_base != FC_LSE_LOG_E && opt.lse_base != FC_LSE_LOG_2)
+    throw InvalidArgument("lse_base must be FC_LSE_LOG_E or FC_LSE_LOG_2 (leave lse absent for a kernel without one)");
+  if (opt.max_rows < 1 || opt.tile_q < 1 || opt.tile_kv < 1) throw InvalidArgument("max_rows, tile_q and tile_kv must be positive");
+}
+
+Report judge_views(const Problem& p, const fc_tensors& t, const Placement& pl, const Inputs& in, const fc_check_options& opt) {
+  const std::vector<float> o32 = gather(p, *pl.qside, Tensor::o, t.o, p.o_dtype());
+  std::vector<float> lse32;
+  KernelOutput ko{o32, std::nullopt, std::nullopt};
+  if (present(t.lse)) {
+    lse32 = gather(p, *pl.qside, Tensor::lse, t.lse, DType::f32);
+    ko.lse = lse32;
+  }
+  Declared declared{opt.lse_base == FC_LSE_LOG_2 ? LseBase::two : LseBase::e, to_empty(opt.empty_row_lse), opt.tile_q, opt.tile_kv};
+  declared.alibi_lse = to_alibi_lse(opt.alibi_lse);
+  return judge(p, in, ko, declared, JudgeOptions{opt.max_rows, opt.error_maps != 0});
 }
 
 fc_tensor_view contiguous_view(void* data, int32_t dtype, std::vector<int64_t> shape) {
@@ -374,7 +368,6 @@ fc_tensor_view contiguous_view(void* data, int32_t dtype, std::vector<int64_t> s
   return v;
 }
 
-}  // namespace
 
 // The side tensors a problem needs as views of `in`'s vectors (shared by fc_make_inputs2 and the
 // fuzz callback's arguments).
@@ -474,9 +467,7 @@ fc_status fc_check2(const fc_attention2* pa, const fc_tensors* tin, const fc_che
     check_struct_size(tin->struct_size, sizeof(fc_tensors), "fc_tensors");
     const fc_tensors& t = *tin;
     if (!present(t.o)) throw InvalidArgument("o is absent");
-    if (opt.lse_base != FC_LSE_LOG_E && opt.lse_base != FC_LSE_LOG_2)
-      throw InvalidArgument("lse_base must be FC_LSE_LOG_E or FC_LSE_LOG_2 (leave lse absent for a kernel without one)");
-    if (opt.max_rows < 1 || opt.tile_q < 1 || opt.tile_kv < 1) throw InvalidArgument("max_rows, tile_q and tile_kv must be positive");
+    check_options(opt);
     Inputs in;
     const Placement pl = place_all(p, t, &t.o, from_dtype(p.o_dtype()), &t.lse, FC_F32, in);
     gather_inputs(p, t, pl, in);
@@ -485,18 +476,8 @@ fc_status fc_check2(const fc_attention2* pa, const fc_tensors* tin, const fc_che
       refuse_nonfinite(p, Tensor::k, in.k);
       refuse_nonfinite(p, Tensor::v, in.v);
     }
-    const std::vector<float> o32 = gather(p, *pl.qside, Tensor::o, t.o, p.o_dtype());
-    std::vector<float> lse32;
-    KernelOutput ko{o32, std::nullopt, std::nullopt};
-    if (present(t.lse)) {
-      lse32 = gather(p, *pl.qside, Tensor::lse, t.lse, DType::f32);
-      ko.lse = lse32;
-    }
-    Declared declared{opt.lse_base == FC_LSE_LOG_2 ? LseBase::two : LseBase::e, to_empty(opt.empty_row_lse), opt.tile_q,
-                      opt.tile_kv};
-    declared.alibi_lse = to_alibi_lse(opt.alibi_lse);
     auto r = std::make_unique<fc_report>();
-    r->report = judge(p, in, ko, declared, JudgeOptions{opt.max_rows, opt.error_maps != 0});
+    r->report = judge_views(p, t, pl, in, opt);
     *out = r.release();
   });
 }

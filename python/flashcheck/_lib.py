@@ -11,7 +11,8 @@ import os
 import threading
 from pathlib import Path
 
-API_VERSION = 4  # FLASHCHECK_API_VERSION of the header these bindings mirror (3: problem model 2; 4: declared limits)
+API_VERSION = 5  # FLASHCHECK_API_VERSION of the header these bindings mirror (3: problem model 2; 4: declared limits;
+                 # 5: the backward pass)
 
 FC_OK, FC_ERR_INVALID, FC_ERR_CANNOT_TEST, FC_ERR_ABORTED, FC_ERR_INTERNAL = 0, 1, 2, 3, 4
 FC_F32, FC_F16, FC_BF16, FC_E4M3, FC_E5M2, FC_I32, FC_I64, FC_F64 = 0, 1, 2, 3, 4, 5, 6, 7
@@ -107,6 +108,13 @@ class Tensors(ctypes.Structure):
     _fields_ = [("struct_size", u32)] + [(n, TensorView) for n in TENSOR_NAMES]
 
 
+GRADIENT_NAMES = ("d_out", "dq", "dk", "dv", "dsinks")
+
+
+class Gradients(ctypes.Structure):
+    _fields_ = [("struct_size", u32)] + [(n, TensorView) for n in GRADIENT_NAMES]
+
+
 class Case2(ctypes.Structure):
     _fields_ = [("dist", i32), ("input_seed", u64), ("problem", Attention2)]
 
@@ -165,11 +173,28 @@ _SIGNATURES = {
     "fc_campaign_failure2": (i32, [vp, i64, ctypes.POINTER(Case2), ctypes.POINTER(vp)]),
     # API 4: declared limits.
     "fc_fuzz_options_init3": (None, [vp]),
+    # API 5: the backward pass.
+    "fc_gradients_init": (None, [vp]),
+    "fc_reference_backward": (i32, [ctypes.POINTER(Attention2), ctypes.POINTER(Tensors), ctypes.POINTER(Gradients)]),
+    "fc_check_backward": (i32, [ctypes.POINTER(Attention2), ctypes.POINTER(Tensors), ctypes.POINTER(Gradients),
+                                ctypes.POINTER(CheckOptions), ctypes.POINTER(vp)]),
+    "fc_backward_report_pass": (i32, [vp]),
+    "fc_backward_report_failed_count": (i32, [vp]),
+    "fc_backward_report_failed_name": (ctypes.c_char_p, [vp, i32]),
+    "fc_backward_report_gradient_count": (i32, [vp]),
+    "fc_backward_report_gradient_name": (ctypes.c_char_p, [vp, i32]),
+    "fc_backward_report_gradient_pass": (i32, [vp, i32]),
+    "fc_backward_report_gradient_worst": (i32, [vp, i32, ctypes.POINTER(Location)]),
+    "fc_backward_report_forward": (vp, [vp]),
+    "fc_backward_report_text": (ctypes.c_char_p, [vp]),
+    "fc_backward_report_json": (ctypes.c_char_p, [vp]),
+    "fc_backward_report_problem2": (i32, [vp, ctypes.POINTER(Attention2)]),
+    "fc_backward_report_free": (None, [vp]),
 }
 
 # The struct each init function fills, with every field of this API version.
 _INITS = {CheckOptions: "fc_check_options_init2", FuzzOptions: "fc_fuzz_options_init3",
-          Attention2: "fc_attention2_init", Tensors: "fc_tensors_init"}
+          Attention2: "fc_attention2_init", Tensors: "fc_tensors_init", Gradients: "fc_gradients_init"}
 
 _lib = None
 _lock = threading.Lock()

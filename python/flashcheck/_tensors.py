@@ -117,6 +117,17 @@ def _numpy_kind(a, name, dtype):
     return kind
 
 
+def kind_of(x, name, dtype=None):
+    """A tensor's flashcheck dtype, by tensor_view's rules, without copying it anywhere."""
+    if is_torch(x):
+        kinds = _torch_kinds(_torch())
+        if x.dtype not in kinds:
+            raise TypeError(f"{name} is {x.dtype}; flashcheck judges float32, float16, bfloat16 or float8 (e4m3fn, e5m2) "
+                            "and never converts a tensor to another dtype")
+        return kinds[x.dtype]
+    return _numpy_kind(np.asarray(x), name, dtype)
+
+
 def tensor_view(x, name, dtype=None):
     """(fc_tensor_view, the object that owns its memory, flashcheck dtype) of a q/k/v/o/lse tensor:
     its own bits, shape and strides. A CUDA tensor is copied to the host (torch keeps its strides
