@@ -45,23 +45,6 @@ RowMax row_max_sse2(double* s, int64_t n, double scale) {
   return r;
 }
 
-// s[j] = exp(s[j] - m) for j < n, returning their sum.
-double exp_sum_sse2(double* s, int64_t n, double m) {
-  const __m128d vm = _mm_set1_pd(m);
-  __m128d acc = _mm_setzero_pd();
-  int64_t j = 0;
-  for (; j + 2 <= n; j += 2) {
-    const __m128d e = _ZGVbN2v_exp(_mm_sub_pd(_mm_loadu_pd(s + j), vm));
-    _mm_storeu_pd(s + j, e);
-    acc = _mm_add_pd(acc, e);
-  }
-  double lanes[2];
-  _mm_storeu_pd(lanes, acc);
-  double l = lanes[0] + lanes[1];
-  for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
-  return l;
-}
-
 __attribute__((target("avx2"))) RowMax row_max_avx2(double* s, int64_t n, double scale) {
   __m256d vm = _mm256_set1_pd(kNegInf), bad = _mm256_setzero_pd();
   const __m256d vs = _mm256_set1_pd(scale);
@@ -81,22 +64,6 @@ __attribute__((target("avx2"))) RowMax row_max_avx2(double* s, int64_t n, double
     r.m = std::max(r.m, s[j]);
   }
   return r;
-}
-
-__attribute__((target("avx2"))) double exp_sum_avx2(double* s, int64_t n, double m) {
-  const __m256d vm = _mm256_set1_pd(m);
-  __m256d acc = _mm256_setzero_pd();
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const __m256d e = _ZGVdN4v_exp(_mm256_sub_pd(_mm256_loadu_pd(s + j), vm));
-    _mm256_storeu_pd(s + j, e);
-    acc = _mm256_add_pd(acc, e);
-  }
-  double lanes[4];
-  _mm256_storeu_pd(lanes, acc);
-  double l = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
-  return l;
 }
 
 __attribute__((target("avx512f"))) RowMax row_max_avx512(double* s, int64_t n, double scale) {
@@ -122,24 +89,10 @@ __attribute__((target("avx512f"))) RowMax row_max_avx512(double* s, int64_t n, d
   return r;
 }
 
-__attribute__((target("avx512f"))) double exp_sum_avx512(double* s, int64_t n, double m) {
-  const __m512d vm = _mm512_set1_pd(m);
-  __m512d acc = _mm512_setzero_pd();
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m512d e = _ZGVeN8v_exp(_mm512_sub_pd(_mm512_loadu_pd(s + j), vm));
-    _mm512_storeu_pd(s + j, e);
-    acc = _mm512_add_pd(acc, e);
-  }
-  double lanes[8];
-  _mm512_storeu_pd(lanes, acc);
-  double l = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
-  return l;
-}
-
-// The vector-tail forms (RowKernels::exp_tail_vector).
-double exp_tail_sse2(double* s, int64_t n, double m) {
+// s[j] = exp(s[j] − m) for j < n, returning their sum; the last n mod W values by std::exp, or with
+// kVectorTail through the vector function too (RowKernels says why).
+template <bool kVectorTail>
+double exp_shift_sse2(double* s, int64_t n, double m) {
   const __m128d vm = _mm_set1_pd(m);
   __m128d acc = _mm_setzero_pd();
   int64_t j = 0;
@@ -151,17 +104,22 @@ double exp_tail_sse2(double* s, int64_t n, double m) {
   double lanes[2];
   _mm_storeu_pd(lanes, acc);
   double l = lanes[0] + lanes[1];
-  if (j < n) {
-    double tail[2];
-    std::fill_n(tail, 2, m);
-    std::copy(s + j, s + n, tail);
-    _mm_storeu_pd(tail, _ZGVbN2v_exp(_mm_sub_pd(_mm_loadu_pd(tail), vm)));
-    for (int64_t r = 0; r < n - j; ++r) l += (s[j + r] = tail[r]);
+  if constexpr (kVectorTail) {
+    if (j < n) {
+      double tail[2];
+      std::fill_n(tail, 2, m);
+      std::copy(s + j, s + n, tail);
+      _mm_storeu_pd(tail, _ZGVbN2v_exp(_mm_sub_pd(_mm_loadu_pd(tail), vm)));
+      for (int64_t r = 0; r < n - j; ++r) l += (s[j + r] = tail[r]);
+    }
+  } else {
+    for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
   }
   return l;
 }
 
-__attribute__((target("avx2"))) double exp_tail_avx2(double* s, int64_t n, double m) {
+template <bool kVectorTail>
+__attribute__((target("avx2"))) double exp_shift_avx2(double* s, int64_t n, double m) {
   const __m256d vm = _mm256_set1_pd(m);
   __m256d acc = _mm256_setzero_pd();
   int64_t j = 0;
@@ -173,17 +131,22 @@ __attribute__((target("avx2"))) double exp_tail_avx2(double* s, int64_t n, doubl
   double lanes[4];
   _mm256_storeu_pd(lanes, acc);
   double l = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  if (j < n) {
-    double tail[4];
-    std::fill_n(tail, 4, m);
-    std::copy(s + j, s + n, tail);
-    _mm256_storeu_pd(tail, _ZGVdN4v_exp(_mm256_sub_pd(_mm256_loadu_pd(tail), vm)));
-    for (int64_t r = 0; r < n - j; ++r) l += (s[j + r] = tail[r]);
+  if constexpr (kVectorTail) {
+    if (j < n) {
+      double tail[4];
+      std::fill_n(tail, 4, m);
+      std::copy(s + j, s + n, tail);
+      _mm256_storeu_pd(tail, _ZGVdN4v_exp(_mm256_sub_pd(_mm256_loadu_pd(tail), vm)));
+      for (int64_t r = 0; r < n - j; ++r) l += (s[j + r] = tail[r]);
+    }
+  } else {
+    for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
   }
   return l;
 }
 
-__attribute__((target("avx512f"))) double exp_tail_avx512(double* s, int64_t n, double m) {
+template <bool kVectorTail>
+__attribute__((target("avx512f"))) double exp_shift_avx512(double* s, int64_t n, double m) {
   const __m512d vm = _mm512_set1_pd(m);
   __m512d acc = _mm512_setzero_pd();
   int64_t j = 0;
@@ -195,12 +158,16 @@ __attribute__((target("avx512f"))) double exp_tail_avx512(double* s, int64_t n, 
   double lanes[8];
   _mm512_storeu_pd(lanes, acc);
   double l = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  if (j < n) {
-    double tail[8];
-    std::fill_n(tail, 8, m);
-    std::copy(s + j, s + n, tail);
-    _mm512_storeu_pd(tail, _ZGVeN8v_exp(_mm512_sub_pd(_mm512_loadu_pd(tail), vm)));
-    for (int64_t r = 0; r < n - j; ++r) l += (s[j + r] = tail[r]);
+  if constexpr (kVectorTail) {
+    if (j < n) {
+      double tail[8];
+      std::fill_n(tail, 8, m);
+      std::copy(s + j, s + n, tail);
+      _mm512_storeu_pd(tail, _ZGVeN8v_exp(_mm512_sub_pd(_mm512_loadu_pd(tail), vm)));
+      for (int64_t r = 0; r < n - j; ++r) l += (s[j + r] = tail[r]);
+    }
+  } else {
+    for (; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
   }
   return l;
 }
@@ -209,17 +176,17 @@ __attribute__((target("avx512f"))) double exp_tail_avx512(double* s, int64_t n, 
 
 std::vector<RowKernels> row_kernels_all() {
   __builtin_cpu_init();
-  std::vector<RowKernels> all{{"sse2", row_max_sse2, exp_sum_sse2, exp_tail_sse2}};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) all.push_back({"avx2", row_max_avx2, exp_sum_avx2, exp_tail_avx2});
-  if (__builtin_cpu_supports("avx512f")) all.push_back({"avx512", row_max_avx512, exp_sum_avx512, exp_tail_avx512});
+  std::vector<RowKernels> all{{"sse2", row_max_sse2, exp_shift_sse2<false>, exp_shift_sse2<true>}};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) all.push_back({"avx2", row_max_avx2, exp_shift_avx2<false>, exp_shift_avx2<true>});
+  if (__builtin_cpu_supports("avx512f")) all.push_back({"avx512", row_max_avx512, exp_shift_avx512<false>, exp_shift_avx512<true>});
   return all;
 }
 
 const RowKernels& row_kernels() {
   static const RowKernels k = [] {
-    const RowKernels sse2{"sse2", row_max_sse2, exp_sum_sse2, exp_tail_sse2};
-    const RowKernels avx2{"avx2", row_max_avx2, exp_sum_avx2, exp_tail_avx2};
-    const RowKernels avx512{"avx512", row_max_avx512, exp_sum_avx512, exp_tail_avx512};
+    const RowKernels sse2{"sse2", row_max_sse2, exp_shift_sse2<false>, exp_shift_sse2<true>};
+    const RowKernels avx2{"avx2", row_max_avx2, exp_shift_avx2<false>, exp_shift_avx2<true>};
+    const RowKernels avx512{"avx512", row_max_avx512, exp_shift_avx512<false>, exp_shift_avx512<true>};
     const char* cap = std::getenv("FLASHCHECK_ORACLE_ISA");
     const bool allow_avx2 = !cap || std::strcmp(cap, "sse2") != 0;
     const bool allow_avx512 = allow_avx2 && (!cap || std::strcmp(cap, "avx2") != 0);

@@ -111,4 +111,16 @@ int grid_tiles(const Problem& p, int block_m, const char* kernel) {
   return static_cast<int>(n);
 }
 
+void declare_variant_capabilities(Capabilities& c) {
+  c.windows = true;
+  c.window_convention = WindowConvention::inclusive;
+  c.softcap = true;
+  c.alibi = {Alibi::symmetric};
+  c.alibi_per_batch = true;
+  c.alibi_lse = AlibiLse::exact;
+  c.sinks = true;
+  c.layouts = {Layout::bhsd, Layout::bshd, Layout::thd};
+  c.seqused = true;
+}
+
 }  // namespace flashcheck::kernels

@@ -20,4 +20,9 @@ VarParams variant_params(const Problem& p, const KernelArgs& a, const char* kern
 // the kernel maps its index to a sequence through cu_seqlens_q, tiles of empty sequences none).
 int grid_tiles(const Problem& p, int block_m, const char* kernel);
 
+// What a kernel launching through VarParams computes, declared once for both: sliding windows in
+// flashcheck's inclusive convention, softcap (tanh in fp32), symmetric ALiBi with slopes [Hq] or
+// [B, Hq] and its exact LSE, attention sinks, BSHD and packed (THD) batches with seqused_kv.
+void declare_variant_capabilities(Capabilities& c);
+
 }  // namespace flashcheck::kernels

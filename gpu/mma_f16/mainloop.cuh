@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(MmaF16Traits<D>::kThreads, MmaF16Traits<D>::kW
   // poisoned once every warp has read it, so a read of it before its refill landed reads NaN.
   if (tid == 0) perturb::init(fwd_of(p).perturb);  // seen by all after the first __syncthreads below
 #endif
-  typename Pol::Rows rows;
+  typename Pol::Place rows;
   if (!rows.init(p, lane)) return;  // uniform over the CTA
   const int q0 = rows.q0;
 

@@ -1,5 +1,6 @@
 // mma_f16's declaration: what it can do, the tiles it uses, and how it is launched.
 #include "gpu/common/make_params.h"
+#include "gpu/common/var_params_host.h"
 #include "gpu/kernel.h"
 #include "gpu/mma_f16/launch2.h"
 #include "gpu/mma_f16/tile_size.h"
@@ -23,18 +24,9 @@ KernelDef mma_f16() {
   c.tiles = {tiles_at<64>(), tiles_at<128>(), tiles_at<256>()};
   c.numerics = {.use_exp2 = true, .round_p = true};
   c.max_seq = int64_t{1} << 30;
-  // Problem model 2 (launch2.cpp, policy.h): sliding windows (whole KV tiles outside skipped) in
-  // flashcheck's inclusive convention, softcap (tanh in fp32), symmetric ALiBi with slopes [Hq] or
-  // [B, Hq] and its exact LSE, attention sinks, BSHD and packed (THD) batches with seqused_kv.
-  c.windows = true;
-  c.window_convention = WindowConvention::inclusive;
-  c.softcap = true;
-  c.alibi = {Alibi::symmetric};
-  c.alibi_per_batch = true;
-  c.alibi_lse = AlibiLse::exact;
-  c.sinks = true;
-  c.layouts = {Layout::bhsd, Layout::bshd, Layout::thd};
-  c.seqused = true;
+  // Problem model 2 through VarParams (launch2.cpp, policy.h): windows with whole KV tiles outside
+  // them never loaded, softcap, ALiBi, sinks, BSHD and THD with seqused_kv.
+  kernels::declare_variant_capabilities(c);
   KernelDef d{"mma_f16", c, [](const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse, void* stream) {
                 kernels::launch_mma_f16(kernels::make_params(p, q, k, v, o, lse), p.dtype == DType::bf16, stream);
               }};

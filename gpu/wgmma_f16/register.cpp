@@ -2,6 +2,7 @@
 // (from tile_size.h), the variants it computes, and that its sm_90a code runs on compute
 // capability 9.0 alone.
 #include "gpu/common/make_params.h"
+#include "gpu/common/var_params_host.h"
 #include "gpu/kernel.h"
 #include "gpu/wgmma_f16/launch.h"
 #include "gpu/wgmma_f16/launch2.h"
@@ -30,19 +31,9 @@ KernelDef wgmma_f16() {
              tiles_at<256, 256, false>(), tiles_at<256, 256, true>()};
   c.numerics = {.use_exp2 = true, .round_p = true};
   c.max_seq = int64_t{1} << 30;
-  // Problem model 2 (launch2.cpp, policy.h), as mma_f16: sliding windows (whole KV tiles outside
-  // never loaded) in flashcheck's inclusive convention, softcap (tanh in fp32), symmetric ALiBi
-  // with slopes [Hq] or [B, Hq] and its exact LSE, attention sinks, BSHD and packed (THD) batches
-  // with seqused_kv, through tensor maps over the strides.
-  c.windows = true;
-  c.window_convention = WindowConvention::inclusive;
-  c.softcap = true;
-  c.alibi = {Alibi::symmetric};
-  c.alibi_per_batch = true;
-  c.alibi_lse = AlibiLse::exact;
-  c.sinks = true;
-  c.layouts = {Layout::bhsd, Layout::bshd, Layout::thd};
-  c.seqused = true;
+  // Problem model 2 through VarParams (launch2.cpp, policy.h): windows with whole KV tiles outside
+  // them never loaded, softcap, ALiBi, sinks, BSHD and THD with seqused_kv.
+  kernels::declare_variant_capabilities(c);
   KernelDef d{"wgmma_f16", c, [](const Problem& p, const void* q, const void* k, const void* v, void* o, float* lse, void* stream) {
                 kernels::launch_wgmma_f16(kernels::make_params(p, q, k, v, o, lse), p.dtype == DType::bf16, stream);
               }};
