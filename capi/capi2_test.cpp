@@ -157,7 +157,7 @@ void check2_rounded_oracle(uint64_t salt, bool equal) {
   for (int n = 0; n < 40; ++n) {
     const Problem drawn = random_variant_problem(g);
     const Problem p = equal ? equal_sequences(drawn) : drawn;
-    if (p.total_q() == 0 || baseline_overruns(p)) continue;
+    if (p.total_q() == 0) continue;
     Staged s(p, testing::seed_for(606) + static_cast<uint64_t>(n), p.layout == Layout::thd ? 2 : 0);
     const OracleResult want = naive_attention(p, s.in);
     std::vector<float> o32(want.o.begin(), want.o.end()), lse32(want.lse.begin(), want.lse.end());
