@@ -169,6 +169,20 @@ for what, tensors, said in refused:
     p, j = check(path)
     cli.check(p.returncode == 125 and j.get("exit_code") == 125 and said in j.get("error", ""),
               f"{what}: not refused naming the tensor ({said!r})", p)
+# A paged cache whose sequences share a page: its dK/dV slot is their sum, not judged per sequence (125).
+q, k, v, pp = flashcheck.make_case("b=2 hq=2 hkv=1 sq=4 skv=9,7 page=4 pages=shared dqk=16 dv=16 dtype=f32", "normal",
+                                   int(rng.integers(1 << 62)))
+kw = pp.keywords()
+o, _ = flashcheck.reference(q, k, v, **kw)
+do = rng.standard_normal(o.shape).astype(np.float32)
+dq, dk, dv = (g.astype(np.float32) for g in flashcheck.reference_backward(q, k, v, do, **kw))
+path = os.path.join(cli.tmp, "shared_pages.safetensors")
+write(path, {"q": q, "k": k, "v": v, "o": o.astype(np.float32), "do": do, "dq": dq, "dk": dk, "dv": dv,
+             "block_table": kw["block_table"], "cache_seqlens": kw["cache_seqlens"]}, {"causal": "none"})
+p, j = check(path)
+cli.check(p.returncode == 125 and "read the same slot" in j.get("error", "") and "'dk'" in j.get("error", ""),
+          "a paged cache with shared slots is not refused naming dk/dv", p)
+
 # Asked for, a NaN in dO is judged by its propagation: gradients the oracle computes from that dO
 # (NaN exactly where it reaches) pass, and the finite ones computed without it fail.
 grads = flashcheck.reference_backward(t["q"], t["k"], t["v"], nan_do, **prob.keywords())
