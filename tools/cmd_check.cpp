@@ -6,6 +6,7 @@
 #include "tools/commands.h"
 #include "tools/output.h"
 #include "tools/strict_options.h"
+#include "verify/backward_report.h"
 #include "verify/check_file.h"
 #include "verify/report_html.h"
 #include "verify/report_junit.h"
@@ -13,7 +14,7 @@
 namespace flashcheck::cli {
 
 void add_check(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors; bhsd, bshd, thd or a paged cache, with the variants' tensors and metadata: README) against the fp64 oracle");
+  auto* cmd = app.add_subcommand("check", "check a kernel's output file (q, k, v, o[, lse] in safetensors; bhsd, bshd, thd or a paged cache, with the variants' tensors and metadata: README) against the fp64 oracle, and its gradients (do, dq, dk, dv[, dsinks]) when it holds them");
   struct Opts {
     std::string file, json, oracle_name = "auto", html, junit;
     bool identify = false;
@@ -71,10 +72,20 @@ void add_check(CLI::App& app, Action& action) {
           // conventions; the table says which ones it does follow.
           return !v.empty() && v.front().pass ? int{kPass} : int{kMismatch};
         }
-        const Report r = check_file(opts->file, opts->o);
+        const CheckFileVerdict verdict = check_file(opts->file, opts->o);
+        const Report& r = verdict.forward;
         // The text shows the file's path and names escaped (a path can hold anything but '/' and NUL).
         const Report shown = printable_report(r);
         std::cout << to_text(shown);
+        if (verdict.backward) {
+          // Forward and backward verdicts apart, then the file's: a reader of the last line sees both.
+          std::cout << to_text(*verdict.backward);
+          std::string failing;
+          for (const GradientVerdict& g : verdict.backward->gradients)
+            if (!g.pass()) failing += (failing.empty() ? " (" : ", ") + g.name;
+          std::cout << (verdict.pass() ? "PASS" : "FAIL") << "  file: forward " << (r.pass() ? "PASS" : "FAIL")
+                    << ", backward " << (verdict.backward->pass() ? "PASS" : "FAIL" + failing + ")") << "\n";
+        }
         if (opts->o.timings) {
           double total = 0;
           for (const auto& [phase, s] : r.timings) {
@@ -95,6 +106,7 @@ void add_check(CLI::App& app, Action& action) {
         if (outputs.junit_wanted()) {
           try {
             std::vector<JunitSuite> suites{check_junit(r, opts->file)};
+            if (verdict.backward) suites.push_back(check_backward_junit(*verdict.backward, opts->file));
             if (failed_output) suites.push_back(cannot_test_suite("check", *failed_output));
             outputs.write_junit(junit_xml("flashcheck check", suites));
           } catch (const std::exception& e) {
@@ -103,11 +115,17 @@ void add_check(CLI::App& app, Action& action) {
         }
         if (outputs.json_wanted()) {
           nlohmann::json j = to_json(r);
+          if (verdict.backward) {
+            // The forward's report stays at the top (what scripts read); "pass" is the file's verdict.
+            j["forward_pass"] = r.pass();
+            j["backward"] = to_json(*verdict.backward);
+            j["pass"] = verdict.pass();
+          }
           if (failed_output) j.update(error_json(*failed_output));
           outputs.write_json(j);
         }
         if (failed_output) throw CannotTest(*failed_output);
-        return r.pass() ? int{kPass} : int{kMismatch};
+        return verdict.pass() ? int{kPass} : int{kMismatch};
       });
     };
   });

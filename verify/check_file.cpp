@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "verify/backward_expected.h"
 #include "verify/check_file_format.h"
 #include "verify/judge.h"
 #include "verify/names.h"
@@ -46,7 +47,7 @@ ReadFile read_file(const std::filesystem::path& path, const CheckFileOptions& op
 
 }  // namespace
 
-Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
+CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
   std::vector<std::pair<std::string, double>> timings;
   PhaseTimer clock(timings);
   auto lap = [&](const char* phase) { clock.lap(phase); };
@@ -60,7 +61,22 @@ Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt
   if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");
   for (auto& line : c.notes) r.notes.push_back(line);
   for (auto& line : names.ignored_lines()) r.notes.push_back(line);
-  return r;
+  CheckFileVerdict v{std::move(r), std::nullopt};
+  if (c.gradients) {
+    std::vector<std::pair<std::string, double>> backward_time;
+    PhaseTimer backward_clock(backward_time);
+    // Every row: the backward oracle has no row sampling yet (verify/backward_expected.h).
+    v.backward = verify_backward(c.problem, make_backward_expected(c.problem, c.inputs, c.gradients->d_out), c.gradients->kernel);
+    backward_clock.lap("backward (oracle, baselines, criteria)");
+    if (opt.timings) v.forward.timings.push_back(backward_time.back());
+    v.backward->repro = v.forward.repro;
+    if (!c.gradients->kernel.dsinks && c.problem.sinks)
+      v.backward->notes.push_back("dsinks: not checked (the file has no 'dsinks' tensor)");
+    v.forward.notes.push_back(std::string("backward: ") + (v.backward->pass() ? "PASS" : "FAIL") +
+                              ", judged apart (dq, dk, dv" + (c.gradients->kernel.dsinks ? ", dsinks" : "") +
+                              ": the backward report); this verdict is the forward output's");
+  }
+  return v;
 }
 
 std::vector<ReadingVerdict> identify_file(const std::filesystem::path& path, const CheckFileOptions& opt) {

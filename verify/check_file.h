@@ -5,9 +5,11 @@
 // never guessed.
 #pragma once
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "reference/conventions.h"
+#include "verify/backward_criteria.h"
 #include "verify/expected.h"
 #include "verify/identify.h"
 #include "verify/report.h"
@@ -23,7 +25,15 @@ struct CheckFileOptions {
   bool timings = false;                 // fill Report::timings: where a large check spends its time
 };
 
-Report check_file(const std::filesystem::path& path, const CheckFileOptions& opt);
+// A file's verdict: its forward output's report and, when the file holds gradients (do, dq, dk,
+// dv), the backward's (verify_backward), each judged apart; the file passes when both do.
+struct CheckFileVerdict {
+  Report forward;
+  std::optional<BackwardReport> backward;
+  bool pass() const { return forward.pass() && (!backward || backward->pass()); }
+};
+
+CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOptions& opt);
 
 // `check --identify`: the file's output judged under every reading of its problem that differs in
 // one convention (verify/identify.h), the stated one first: which convention the kernel follows.

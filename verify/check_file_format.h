@@ -20,6 +20,11 @@
 //   default, or left_exclusive: cuDNN's and xformers' left bound, converted), softcap, alibi
 //   (symmetric|signed: required with alibi_slopes, never guessed), alibi_lse (exact|key_offset),
 //   lse_base (e|2), empty_row_lse (-inf|+inf).
+// Gradients (optional, all four or none; the backward pass of the same problem, verify_backward):
+//   do  (dO, the loss's gradient with respect to o) as o: o's shape, layout and dtype
+//   dq, dk, dv as q, k, v (a paged cache's dk/dv are caches of k's and v's shape), in the inputs'
+//     dtype (fp8 inputs: o's); with respect to the values the forward computes with (fp8: x·descale)
+//   dsinks (F32 [Hq], optional, with sinks): the sinks' gradient
 #pragma once
 #include <functional>
 #include <optional>
@@ -29,10 +34,18 @@
 
 #include "reference/inputs.h"
 #include "reference/problem.h"
+#include "reference/storage.h"
+#include "verify/backward_criteria.h"
 #include "verify/judge.h"
 #include "verify/safetensors.h"
 
 namespace flashcheck {
+
+// A file's backward tensors, in the logical layout (padding, unused pages and slots gone).
+struct CheckFileGradients {
+  std::vector<float> d_out;  // dO over every row of o, values in o's dtype
+  KernelGradients kernel;    // dq, dk, dv in the gradient dtype (poison kept), dsinks when given
+};
 
 // A file read: everything the judge needs, in the logical layout.
 struct CheckFileCase {
@@ -43,7 +56,17 @@ struct CheckFileCase {
   Declared declared;                      // lse base, empty-row LSE, ALiBi LSE (tiles: the caller's)
   std::optional<int64_t> padding_written; // poisoned padding of o/lse the kernel overwrote (KernelOutput)
   std::vector<std::string> notes;         // what was converted or not judged, for the report
+  std::optional<CheckFileGradients> gradients;  // when the file holds do, dq, dk, dv
 };
+
+// The gradient tensors of a file whose problem, inputs and storages (queries: q, o; keys: k, v)
+// read_check_case has read: none (nullopt) or all of do, dq, dk, dv, each of its forward tensor's
+// shape, in its dtype. Throws CannotTest naming the tensor: one missing while others are present,
+// a wrong shape or dtype, dsinks without sinks, NaN/Inf in do unless allowed, a paged cache whose
+// sequences share a slot (its gradient is their sum, which the per-sequence criteria cannot judge).
+std::optional<CheckFileGradients> read_check_gradients(SafetensorsFile& f, const Problem& p, const Storage& st_q,
+                                                       const Storage& st_kv, bool allow_nonfinite_inputs);
+
 
 // Reads the file's problem, inputs and outputs. Tensor payloads are released from `f` as they are
 // widened (files reach gigabytes). Throws CannotTest naming the tensor or metadata key at fault;
@@ -66,5 +89,11 @@ struct CheckFileWriteOptions {
 // pages are laid out by in.block_table.
 SafetensorsFile make_check_file(const Problem& p, const Inputs& in, std::span<const float> o,
                                 const std::vector<float>* lse, const CheckFileWriteOptions& opt = {});
+
+// Adds a backward's tensors to a file make_check_file wrote for the same problem, inputs and options:
+// do in o's storage, dq, dk, dv in q's, k's and v's (gradients of logical rows that read the same
+// slot add; elements nothing reads are 0), dsinks when g.dsinks is set.
+void add_check_gradients(SafetensorsFile& f, const Problem& p, const Inputs& in, std::span<const float> d_out,
+                         const KernelGradients& g, const CheckFileWriteOptions& opt);
 
 }  // namespace flashcheck

@@ -6,12 +6,13 @@
 #include <string_view>
 
 #include "reference/storage.h"
+#include "verify/check_file_detail.h"
 #include "verify/check_file_format.h"
 #include "verify/metrics.h"
 
 namespace flashcheck {
 
-namespace {
+namespace check_file_detail {
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
@@ -22,14 +23,20 @@ const StTensor* find(const SafetensorsFile& f, const std::string& name) {
   auto it = f.tensors.find(name);
   return it == f.tensors.end() ? nullptr : &it->second;
 }
+void expect_shape(const std::string& name, const StTensor& t, const std::vector<int64_t>& want, const std::string& what) {
+  if (t.shape != want)
+    throw CannotTest("tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(want) + " (" + what + ")");
+}
+}  // namespace check_file_detail
+
+using namespace check_file_detail;
+
+namespace {
+
 StTensor& need(SafetensorsFile& f, const std::string& name, const std::string& why = "") {
   auto it = f.tensors.find(name);
   if (it == f.tensors.end()) throw CannotTest("missing tensor '" + name + "'" + why);
   return it->second;
-}
-void expect_shape(const std::string& name, const StTensor& t, const std::vector<int64_t>& want, const std::string& what) {
-  if (t.shape != want)
-    throw CannotTest("tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(want) + " (" + what + ")");
 }
 
 // A metadata number: the whole string, nothing after it (NaN and Inf parse; validate() refuses them).
@@ -99,6 +106,9 @@ size_t f32_side(const StTensor& t, const std::string& name, const std::vector<st
   throw CannotTest("tensor '" + name + "' has shape " + shape_str(t.shape) + "; expected " + expected);
 }
 
+}  // namespace
+
+namespace check_file_detail {
 // Where logical element `e` of tensor t lies in the file's tensor, as an index list of its shape.
 std::string file_position(const Problem& p, const Storage& st, Tensor t, int64_t e, const std::vector<int64_t>& shape) {
   const bool kv = t == Tensor::k || t == Tensor::v;
@@ -122,7 +132,7 @@ std::string file_position(const Problem& p, const Storage& st, Tensor t, int64_t
 }
 
 void refuse_nonfinite(const Problem& p, const Storage& st, Tensor t, const std::vector<float>& x,
-                      const std::vector<int64_t>& shape) {
+                      const std::vector<int64_t>& shape, const std::string& name) {
   // The first non-finite element, found over all threads (inputs reach 10^9 elements).
   int64_t first = static_cast<int64_t>(x.size());
   const int64_t n = first;
@@ -131,10 +141,13 @@ void refuse_nonfinite(const Problem& p, const Storage& st, Tensor t, const std::
     if (!std::isfinite(x[static_cast<size_t>(j)]) && j < first) first = j;
   if (first == n) return;
   const float bad = x[static_cast<size_t>(first)];
-  throw CannotTest("input '" + std::string(to_string(t)) + "' holds " + (std::isnan(bad) ? "NaN" : "Inf") + " at " +
+  throw CannotTest((name.empty() ? "input '" + std::string(to_string(t)) : "tensor '" + name) + "' holds " + (std::isnan(bad) ? "NaN" : "Inf") + " at " +
                    file_position(p, st, t, first, shape) +
                    "; pass --allow-nonfinite-inputs to check NaN/Inf propagation instead");
 }
+}  // namespace check_file_detail
+
+namespace {
 
 // fp8 descale factors: each of q_descale, k_descale, v_descale per tensor ([1] or a scalar) or per
 // (batch, KV head); a missing one is 1. Mixed granularities are brought to per (batch, KV head).
@@ -439,9 +452,9 @@ CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs, c
   phase("widen to fp32");
   if (!allow_nonfinite_inputs) {
     // Only what some row can read: padding rows, unused pages and keys past seqused were left out.
-    refuse_nonfinite(p, st_q, Tensor::q, in.q, q_shape);
-    refuse_nonfinite(p, st_kv, Tensor::k, in.k, k_shape);
-    refuse_nonfinite(p, st_kv, Tensor::v, in.v, v_shape);
+    refuse_nonfinite(p, st_q, Tensor::q, in.q, q_shape, "");
+    refuse_nonfinite(p, st_kv, Tensor::k, in.k, k_shape, "");
+    refuse_nonfinite(p, st_kv, Tensor::v, in.v, v_shape, "");
     phase("scan inputs for NaN/Inf");
   }
 
@@ -498,6 +511,8 @@ CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs, c
   }
   if (any_poisoned) c.padding_written = written;
   phase("gather outputs");
+  c.gradients = read_check_gradients(f, p, st_q, st_kv, allow_nonfinite_inputs);
+  if (c.gradients) phase("gather gradients");
   return c;
 }
 

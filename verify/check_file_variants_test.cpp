@@ -51,7 +51,7 @@ fs::path scratch_file(const std::string& name) {
 Report check(const SafetensorsFile& f, const std::string& name = "case") {
   const fs::path path = scratch_file(name);
   write_safetensors(path, f);
-  Report r = check_file(path, CheckFileOptions{});
+  Report r = check_file(path, CheckFileOptions{}).forward;
   fs::remove(path);
   return r;
 }

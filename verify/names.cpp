@@ -103,7 +103,8 @@ const KnownNames& check_file_names() {
   static const KnownNames names{{"causal", "scale", "lse_base", "empty_row_lse", "layout", "window", "window_convention",
                                   "softcap", "alibi", "alibi_lse"},
                                  {"q", "k", "v", "o", "lse", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table",
-                                  "cache_seqlens", "alibi_slopes", "sinks", "q_descale", "k_descale", "v_descale"}};
+                                  "cache_seqlens", "alibi_slopes", "sinks", "q_descale", "k_descale", "v_descale", "do", "dq", "dk", "dv",
+                                  "dsinks"}};
   return names;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "verify/backward_criteria.h"
 #include "verify/junit_xml.h"
 #include "verify/report.h"
 
@@ -13,6 +14,9 @@ namespace flashcheck {
 // message is its comparison with the limit and the reproduce line; one with nothing to measure is
 // skipped (never passed); the report's text is the suite's output.
 JunitSuite check_junit(const Report& r, const std::string& file);
+// A file's gradients (`check --junit` on a file with do, dq, dk, dv): a second suite, a test case per
+// gradient and criterion ("dk: baseline_relative"), the backward report's text as its output.
+JunitSuite check_backward_junit(const BackwardReport& r, const std::string& file);
 
 // One case judged as a whole (a campaign's kept failure, `run --problem`): failed when a criterion
 // failed, with "<failed criteria>; reproduce: <command>" as its message (or flaky_note's own words

@@ -198,7 +198,7 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
          html_dir=None, verbose=True, progress=None, supports=None, windows=False, softcap=False, alibi=None,
          alibi_per_batch=False, sinks=False, layouts=None, seqused=False, paged=False, page_sizes=None,
          out_dtypes=None, descales=None, alibi_lse="exact", equal_lengths=False, mha_only=False, seq_multiple=1,
-         nonfinite=True):
+         nonfinite=True, backward=False):
     """Fuzzes kernel(q, k, v, problem) -> o or (o, lse) over random problems and inputs.
 
     Problems come from flashcheck's generators with `flashcheck run`'s case numbering: the same seed
@@ -237,8 +237,39 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     decline. Declined cases are counted apart (skipped, never failed) and never shrunk to.
     Returns a FuzzResult: falsy when any case failed, and when every case was declined (nothing
     tested).
+
+    backward: fuzz a backward kernel instead; each case's gradients are judged by check_backward
+    against the fp64 backward oracle, for a dO drawn per case (standard normal in o's dtype and
+    layout, its seed hashed from the problem and the inputs, so a replay draws it again), and a
+    failure shrinks as a forward's does. backward="gradients": kernel(q, k, v, do, problem) returns
+    (dq, dk, dv), or (o, lse, dq, dk, dv) with its forward output (lse may be None), with dsinks
+    appended when it computes the sinks' gradient; gradients in q's, k's and v's shapes and layout
+    and the inputs' dtype (fp8: o's). backward="autograd" (backend="torch"): kernel(q, k, v,
+    problem) returns o or (o, lse) and is differentiated by torch: q, k, v (and problem.sinks)
+    require grad, o.backward(do), their .grad judged. backward=True picks "autograd" for a
+    torch.autograd.Function subclass (called through .apply) or a callable of 4 positional arguments,
+    "gradients" for one of 5. A returned o is judged as the forward's, reported beside the
+    gradients; without one the forward is not judged (the campaign is handed the oracle's rounded O:
+    see BackwardKernel). Each failure's report is a BackwardReport (which gradient failed, its worst
+    element, the forward apart); replay(kernel, ..., backward=...) reproduces it. A paged cache whose
+    sequences share pages is declined (check_backward does not judge summed slots yet); html_dir is
+    refused (no backward page yet).
     """
     backend, device = resolve_backend(backend, device)
+    name = name or getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or "kernel"
+    fn, mode, backward_failed = kernel, None, ()
+    if backward is not False:
+        from . import _fuzz_backward as fb
+
+        mode = fb.resolve_mode(kernel, backward, backend)
+        if html_dir is not None:
+            raise ValueError("html_dir: a backward failure has no HTML page yet (its report is text and JSON)")
+        if mode == "autograd" and dtypes is not None and any(d in ("e4m3", "e5m2") for d in
+                                                             ((dtypes,) if isinstance(dtypes, str) else dtypes)):
+            raise ValueError("dtypes: torch cannot differentiate fp8 tensors, so backward='autograd' takes f32, f16, bf16")
+        kernel = fb.BackwardKernel(fn, mode, backend, device, layout, dict(
+            empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv, alibi_lse=alibi_lse))
+        backward_failed = fb.BackwardFailed  # the adapter's verdict: a failed case, never a kernel exception
     if dtypes is None:
         dtypes = ("f32", "f16", "bf16") if backend == "torch" else ("f32", "f16")
     dtypes = (dtypes,) if isinstance(dtypes, str) else tuple(dtypes)
@@ -256,7 +287,6 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         raise ValueError(f"lse_base must be 'auto', 'e', '2' or None, got {lse_base!r}")
     if empty_row_lse not in _lib.EMPTY_ROW_LSE:
         raise ValueError(f"empty_row_lse must be '-inf' or '+inf', got {empty_row_lse!r}")
-    name = name or getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or "kernel"
 
     opt = _lib.init(_lib.FuzzOptions)
     name_bytes = name.encode()
@@ -300,6 +330,8 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
                 out = kernel(q, k, v, p0)
             except Unsupported:
                 continue
+            except backward_failed as e:  # judged and failed; what it returned still says whether it has an LSE
+                out = e.forward
             except Exception as e:  # noqa: BLE001 - the campaign will report it case by case
                 first_error, raised = first_error or e, raised + 1
                 if raised == 10:
@@ -343,6 +375,9 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
             return 0
         except Unsupported as e:  # the kernel declined the problem: skipped, as the CLI skips unsupported ones
             return decline(str(e) or "flashcheck.Unsupported")
+        except backward_failed as e:  # the gradients failed: the case fails (and shrinks) as a wrong o does
+            _lib.lib().fc_set_callback_error(str(e).encode(errors="replace"))
+            return 1
         except Exception as e:  # a kernel error fails this case, as a throwing kernel does in `flashcheck run`
             if len(errors) < 3:
                 errors.append((_lib.problem_line(pa.contents), traceback.format_exc()))
@@ -364,10 +399,10 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     summary = _lib.CampaignSummary()
     _lib.lib().fc_campaign_get_summary(campaign.handle, ctypes.byref(summary))
 
-    import_line, expr = _kernel_ref(kernel)
+    import_line, expr = _kernel_ref(fn)
     extra = "".join(f", {k}={v!r}" for k, v, default in (
         ("lse_base", lse_base, "e"), ("empty_row_lse", empty_row_lse, "-inf"), ("backend", backend, "numpy"),
-        ("layout", layout, "bhsd")) if v != default)
+        ("layout", layout, "bhsd"), ("backward", mode, None)) if v != default)
     failures = []
     for i in range(_lib.lib().fc_campaign_failure_count(campaign.handle)):
         case, rh = _lib.Case2(), ctypes.c_void_p()
@@ -377,6 +412,15 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         call_line = f"flashcheck.replay({expr}, {p.line!r}, dist={dist!r}, seed={case.input_seed}{extra})"
         report = Report(rh.value, owner=campaign)
         report._set_repro(call_line)
+        if mode is not None:
+            # The campaign kept the case as a failed callback; judged again, its report says which
+            # gradient failed. A fn that raises keeps the campaign's report (its exception).
+            try:
+                report = fb.replay_backward(fn, mode, p, dist, case.input_seed, runs=1, backend=backend, device=device,
+                                            layout=layout, lse_base=lse_base, empty_row_lse=empty_row_lse,
+                                            max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv, alibi_lse=alibi_lse)
+            except Exception:  # noqa: BLE001 - its message is in the campaign's report already
+                pass
         lines = ["import flashcheck"]
         if import_line:
             lines.append(import_line)
@@ -391,8 +435,11 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
                    alibi_lse=alibi_lse, html=Path(html_dir) / f"{name.replace('/', '_')}_{i}.html")
 
     status = "failed" if summary.failed else ("passed" if summary.passed else "nothing tested")
-    out = [f"flashcheck.fuzz {name}: {status}: {summary.passed} passed, {summary.failed} failed, {summary.skipped} "
+    out = [f"flashcheck.fuzz {'backward (' + mode + ') ' if mode else ''}{name}: {status}: {summary.passed} passed, {summary.failed} failed, {summary.skipped} "
            f"declined of {summary.cases} cases (seed {seed}, dtypes {'/'.join(dtypes)}, causal {'/'.join(causals)})"]
+    if mode is not None and kernel.forward_computed is False:
+        out.append("forward: not judged (the kernel returns gradients only; the campaign's forward output is flashcheck's "
+                   "own rounded fp64 O)")
     if status == "nothing tested":
         out.append(f"nothing tested: the kernel declined all {summary.cases} cases; this is not a pass "
                    f"(bool(result) is False, exit_code {NOTHING_TESTED_EXIT} as `flashcheck run`'s)")
@@ -407,6 +454,8 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         f = failures[0]
         out.append(f"smallest failing case{'' if shrink else ' (not shrunk)'}: {f.problem.line}   inputs: "
                    f"dist={f.dist} seed={f.seed}")
+        if mode is not None and hasattr(f.report, "gradients"):
+            out.append("failed: " + fb.failure_summary(f.report))
         out.append(str(f.report).rstrip())
         out.append("reproduce in Python:\n    " + f.repro.replace("\n", "\n    "))
     text = "\n".join(out) + "\n"
@@ -416,8 +465,9 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
                       campaign, text, reasons)
 
 
-class Replay(Report):
-    """A replayed case's report, with how many of its runs failed.
+class Replayed:
+    """What a replayed case adds to its report (a Report, or a BackwardReport for fuzz(backward=...)):
+    how many of its runs failed.
 
     The report is the first failing run's (the first run's when none failed), so bool() is False
     as soon as one run failed. `reproduced` is {"runs": n, "failed": k}; `confirmed` means every run
@@ -456,18 +506,36 @@ class Replay(Report):
         return super().__repr__()[:-1] + f", failed {k} of {n} runs{' (flaky)' if self.flaky else ''}>"
 
 
+class Replay(Replayed, Report):
+    """A replayed case's report (flashcheck.replay), with how many of its runs failed (Replayed)."""
+
+
 def replay(kernel, problem, dist="normal", seed=0, *, runs=3, lse_base="e", empty_row_lse="-inf", backend="numpy",
-           device=None, layout="bhsd", max_rows=4096, tile_q=128, tile_kv=128, alibi_lse="exact", html=None):
+           device=None, layout="bhsd", max_rows=4096, tile_q=128, tile_kv=128, alibi_lse="exact", html=None,
+           backward=None):
     """Runs kernel(q, k, v, problem) `runs` times on the inputs flashcheck draws for (problem, dist,
     seed), each time on freshly made inputs (and side tensors, set on the problem as fuzz sets
     them), and judges every output: one failing fuzz case, again, and whether it fails every time.
     Returns a Replay (a Report): the first failing run's report, with `reproduced` = {"runs": n,
-    "failed": k} and `flaky` when 0 < k < n."""
+    "failed": k} and `flaky` when 0 < k < n.
+
+    backward ("gradients", "autograd" or True, as fuzz's): a backward kernel's case, with the dO fuzz
+    drew for it; returns a BackwardReplay (a BackwardReport with the same `reproduced`)."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"runs must be a whole number of at least 1, got {runs!r}")
     if layout not in ("bhsd", "bshd"):
         raise ValueError(f"layout must be 'bhsd' or 'bshd', got {layout!r}")
     p0 = Problem.parse(problem) if isinstance(problem, str) else problem
+    if backward not in (None, False):
+        from . import _fuzz_backward as fb
+
+        backend, device = resolve_backend(backend, device)
+        if html is not None:
+            raise ValueError("html: a backward case has no HTML page yet (its report is text and JSON)")
+        return fb.replay_backward(kernel, fb.resolve_mode(kernel, backward, backend), p0, dist, seed, runs=runs,
+                                  backend=backend, device=device, layout=layout, lse_base=lse_base,
+                                  empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
+                                  alibi_lse=alibi_lse)
     kept, failed = None, 0
     for _ in range(runs):
         q, k, v, p = make_case(p0, dist, seed, backend=backend, device=device)
