@@ -74,11 +74,13 @@ def test_nonfinite_inputs_are_drawn_and_must_propagate():
         seen.append(any(not np.all(np.isfinite(kernels.widen(x, p))) for x in (q, k, v)))
         return kernels.reference(q, k, v, p)
 
-    common = dict(cases=80, seed=seed_for(0x24), dtypes=["f32", "f16", "bf16"], max_seq=64, lse_base="e",
+    # One case in ten draws a NaN or Inf (fuzz/generators.cpp): of 120, at least 2 but for a chance
+    # of 5e-5 (with 80 and at least 3, 1%: it failed once in CI).
+    common = dict(cases=120, seed=seed_for(0x24), dtypes=["f32", "f16", "bf16"], max_seq=64, lse_base="e",
                   shrink=False, verbose=False)
     r = flashcheck.fuzz(recording, **common)
-    assert r and r.passed == 80, str(r)
-    assert sum(seen) >= 3, f"{sum(seen)} of {len(seen)} cases carried a NaN or Inf"
+    assert r and r.passed == 120, str(r)
+    assert sum(seen) >= 2, f"{sum(seen)} of {len(seen)} cases carried a NaN or Inf"
     bad = flashcheck.fuzz(squashing, **common)
     assert not bad and bad.status == "failed", str(bad)
     assert "nan_inf_positions" in str(bad), str(bad)
