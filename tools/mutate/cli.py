@@ -22,6 +22,10 @@ def main(argv=None):
         sp.add_argument("--ops", help="comma-separated operator codes, or `all` (default: all but %s): %s" %
                         (",".join(OPT_IN), ",".join(OPERATORS)))
         sp.add_argument("--ids", help="comma-separated mutant ids, or a file of them (first word per line)")
+        sp.add_argument("--only", action="append", help="keep the mutants of this file (a kernel-folder or --also "
+                        "file, relative to the source root); repeatable")
+        sp.add_argument("--match", help="keep the mutants whose changed line (as it was) matches this Python regular "
+                        "expression, e.g. 'sink|window' (applied before --sample)")
         sp.add_argument("--sample", type=int, help="keep N mutants chosen by a hash of their ids")
         sp.add_argument("--sample-seed", type=int, default=0)
 

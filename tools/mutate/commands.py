@@ -1,6 +1,7 @@
 """The modes (list, apply, build, run, all, report) over the command line's arguments: which
 mutants, which work folder, which build plan, and the build-and-run pipeline under a deadline."""
 import concurrent.futures
+import hashlib
 import json
 import os
 import queue
@@ -52,7 +53,8 @@ def selected(args):
                     ids += [l.split()[0] for l in f if l.strip() and not l.startswith("#")]
             else:
                 ids.append(tok)
-    return enumerate_mutants(source_root(args), args.kernel_dir, args.also, ops, args.sample, args.sample_seed, ids)
+    return enumerate_mutants(source_root(args), args.kernel_dir, args.also, ops, args.sample, args.sample_seed, ids,
+                             args.only, args.match)
 
 
 def check_work_kind(work, args):
@@ -126,6 +128,9 @@ def cmd_build(args):
         build_one(plan, ms[0], args.work, args.kernel_dir, args.also, dry_run=True)
         return 0
     todo = [m for m in ms if args.rebuild or (read_json(os.path.join(args.work, m.id, "build.json")) or {}).get("status") is None]
+    # Hash order, not file order: a build stopped early (on a busy machine, where one wgmma_f16
+    # mutant can take minutes) leaves an unbiased part of the catalogue built, not its first files.
+    todo.sort(key=lambda m: hashlib.sha1(m.id.encode()).hexdigest())
     print("building %d mutants (%d already built) with -j %d" % (len(todo), len(ms) - len(todo), args.jobs), flush=True)
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:

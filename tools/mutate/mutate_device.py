@@ -7,17 +7,20 @@ plugin libraries (`tools/mutate build --plugin`), packed here, checked there by 
                         then every mutant's checks in parallel under a per-check timeout and a global
                         deadline; result.json per mutant, a report per kernel and a summary table
 
-The checks are the standard device check for a kernel, on the module loaded with --plugin: a
-campaign (150 cases, fail-fast), the fixed edge/regression shapes of runner/gpu_variants_test.cpp
-(EdgeShapesPass) as `run --problem` lines, and a production-load slice (`run --load`). A shape the
-unmutated module does not run (not in the kernel's declared space: exit 125) is dropped for its
-mutants. Python 3 standard library only; see tools/mutate/MUTATION.md ("Plugin mutants").
+The checks (`--checks`) are, on the module loaded with --plugin, either the standard device check
+for a kernel (a campaign of 150 cases, fail-fast, the fixed edge/regression shapes of
+runner/gpu_variants_test.cpp (EdgeShapesPass) as `run --problem` lines, and a production-load slice
+`run --load`), or the variant check (problem model 2 through the module's ABI 2 space: campaigns
+`--variants all`, `--require window`, `--require varlen`, fixed variant problems, a plain campaign).
+A fixed problem the unmutated module does not run (not in the kernel's declared space: exit 125) is
+dropped for its mutants. Python 3 standard library only; see tools/mutate/MUTATION.md ("Plugin mutants").
 """
 import argparse
 import concurrent.futures
 import hashlib
 import io
 import json
+import lzma
 import os
 import shlex
 import signal
@@ -50,19 +53,63 @@ EDGE_SHAPES = [
 ]
 DTYPES = ("bf16", "f16")
 
+# The variant set's fixed problems (problem model 2, `--checks variants`): window bounds on the
+# declared KV tiles (wgmma_f16: BN 128 causal and 176 non-causal at D = 128, 128 at D = 64, 80 at
+# D = 256; mma_f16: 128 at D = 64, 64 at D = 128/256), windows that leave rows empty, packed batches
+# with empty sequences and seqused_kv, more than 32 sequences (the packed tile search's second
+# round of 32), sinks on empty rows, softcap and ALiBi with and without a window, BSHD strides with
+# nothing to modify, and (wgmma_f16 alone; 125 for mma_f16, dropped) Dqk = 192.
+_B40 = 40
+VARIANT_EDGE_SHAPES = [
+    "b=1 hq=4 hkv=2 sq=512 skv=512 d=128 causal=bottom_right window=128,0",
+    "b=1 hq=4 hkv=2 sq=512 skv=512 d=128 causal=bottom_right window=127,0",
+    "b=1 hq=4 hkv=2 sq=512 skv=512 d=128 causal=none window=176,175",
+    "b=1 hq=4 hkv=4 sq=384 skv=1024 d=64 causal=none window=128,127",
+    "b=2 hq=4 hkv=2 sq=700 skv=300 d=128 causal=none window=-1,0",
+    "b=1 hq=2 hkv=1 sq=200 skv=900 d=256 causal=top_left window=80,0 softcap=20 alibi=symmetric",
+    "b=5 hq=2 hkv=2 sq=128,0,257,64,1 skv=128,64,0,640,1 d=256 causal=none layout=thd used=64,0,0,639,1 alibi=symmetric",
+    "b=4 hq=4 hkv=2 sq=0,129,0,128 skv=0,0,300,128 d=128 causal=bottom_right layout=thd window=64,0",
+    "b=2 hq=8 hkv=2 sq=1000 skv=64 d=128 causal=bottom_right window=32,0 sinks=1",
+    "b=3 hq=4 hkv=1 sq=300 skv=500 d=64 causal=none layout=bshd used=500,1,250 softcap=30 sinks=1",
+    "b=%d hq=2 hkv=1 sq=%s skv=%s d=64 causal=bottom_right layout=thd" % (
+        _B40, ",".join(str(37 * i % 211) for i in range(_B40)), ",".join(str((53 * i + 17) % 301) for i in range(_B40))),
+    "b=3 hq=8 hkv=2 sq=150 skv=400 d=128 causal=top_left alibi=symmetric slopes=batch",
+    "b=2 hq=4 hkv=2 sq=257 skv=383 d=128 causal=none layout=bshd",
+    "b=2 hq=6 hkv=2 sq=333 skv=700 dqk=192 dv=128 causal=none layout=bshd window=100,-1 softcap=15",
+]
+
 
 def checks_for(args):
-    """(name, command template) in order: cheap and most killing first; a mutant stops at its first kill.
-    {fc} flashcheck, {bin} the module, {kernel} its kernel name."""
+    """(name, command template, droppable) in order: cheap and most killing first; a mutant stops at
+    its first kill. {fc} flashcheck, {bin} the module, {kernel} its kernel name. A droppable check
+    (one fixed problem) that the unmutated module cannot run (125: outside the kernel's declared
+    space) is dropped for that kernel; any other check must pass on it."""
     # --timeout per case: a hanging mutant is failed by flashcheck (kernel_crashed: timed out) long
     # before the per-check limit, and frees its share of the GPU.
     one = "{fc} run --plugin {bin} --kernel {kernel} --timeout %d" % args.case_timeout
     run = one + " --seed %d --no-shrink --fail-fast" % args.seed
-    out = [("campaign", run + " --cases %d" % args.cases)]
-    for i, s in enumerate(EDGE_SHAPES):
+    shapes = EDGE_SHAPES
+    if args.checks == "variants":
+        # Problem model 2 (the module's ABI 2 space): every declared variant, then a window and a
+        # packed batch in every case, then plain problems (the plain instantiation shares the
+        # headers); sequences long enough for several KV tiles of every declared BN.
+        lim = " --max-seq %d --max-work %g" % (args.max_seq, args.max_work)
+        vrun = "{fc} run --plugin {bin} --kernel {kernel} --timeout %d --no-shrink --fail-fast%s%s" % (
+            args.case_timeout, lim, " --oracle %s" % args.oracle if args.oracle else "")
+        part = max(1, args.cases // 2)
+        out = [("variants", vrun + " --variants all --seed %d --cases %d" % (args.seed, args.cases), False),
+               ("window", vrun + " --require window --seed %d --cases %d" % (args.seed + 1, part), False),
+               ("varlen", vrun + " --require varlen --seed %d --cases %d" % (args.seed + 2, part), False)]
+        shapes = VARIANT_EDGE_SHAPES
+    else:
+        out = [("campaign", run + " --cases %d" % args.cases, False)]
+    for i, s in enumerate(shapes):
         out.append(("edge%d" % i, one + " --problem %s --dist normal --input-seed %d"
-                    % (shlex.quote("%s dtype=%s" % (s, DTYPES[i % 2])), args.seed)))
-    out.append(("load", run + " --load --cases %d" % args.load_cases))
+                    % (shlex.quote("%s dtype=%s" % (s, DTYPES[i % 2])), args.seed), True))
+    if args.checks == "variants":
+        out.append(("plain", vrun + " --variants none --seed %d --cases %d" % (args.seed + 3, part), False))
+    else:
+        out.append(("load", run + " --load --cases %d" % args.load_cases, False))
     return out
 
 
@@ -72,38 +119,49 @@ def checks_for(args):
 
 def cmd_pack(args):
     kernels = []
-    with tarfile.open(args.out, "w:xz", preset=6) as tar:  # 8 MiB window: sibling modules dedupe
-        for spec in args.work:
-            name, work = spec.split("=", 1)
-            work, _, registered = work.partition(",")  # the kernel's registered name, if not the folder's
-            cat = read_json(os.path.join(work, "mutants.json"))
-            mod = read_json(os.path.join(work, "_module", "module.json"))
-            if not cat or not mod:
-                raise SystemExit("mutate_device.py: %s is not a `tools/mutate build --plugin` work folder" % work)
-            lib = mod["library"]
-            tar.add(os.path.join(work, "_module", lib), arcname="%s/_module/%s" % (name, lib))
-            kept = []
-            for m in cat["mutants"]:
-                d = os.path.join(work, m["id"])
-                b = read_json(os.path.join(d, "build.json"))
-                if not b or b.get("status") not in ("built", "build_failed", "unreachable"):
-                    continue  # never built here: left out of the pack and the catalogue
-                kept.append(m)
-                for f in ("build.json", "diff.patch", lib):
-                    if os.path.exists(os.path.join(d, f)):
-                        tar.add(os.path.join(d, f), arcname="%s/%s/%s" % (name, m["id"], f))
-            cat = dict(cat, mutants=kept)
-            data = json.dumps(cat, indent=1).encode()
-            info = tarfile.TarInfo("%s/mutants.json" % name)
+    # A window wider than a module (preset 6's is 8 MiB; a wgmma_f16 module with the variant
+    # instantiations is 8 MB): each mutant's module then compresses against its siblings, which
+    # share almost every byte (measured: 0.5 MB for an mma_f16 module alone, 60 kB per sibling).
+    part = args.out + ".part"  # renamed when complete: a refused work folder leaves no archive behind
+    xz = lzma.LZMAFile(part, "w", format=lzma.FORMAT_XZ,
+                       filters=[{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": 64 << 20}])
+    try:
+        with xz, tarfile.open(fileobj=xz, mode="w") as tar:
+            for spec in args.work:
+                name, work = spec.split("=", 1)
+                work, _, registered = work.partition(",")  # the kernel's registered name, if not the folder's
+                cat = read_json(os.path.join(work, "mutants.json"))
+                mod = read_json(os.path.join(work, "_module", "module.json"))
+                if not cat or not mod:
+                    raise SystemExit("mutate_device.py: %s is not a `tools/mutate build --plugin` work folder" % work)
+                lib = mod["library"]
+                tar.add(os.path.join(work, "_module", lib), arcname="%s/_module/%s" % (name, lib))
+                kept = []
+                for m in cat["mutants"]:
+                    d = os.path.join(work, m["id"])
+                    b = read_json(os.path.join(d, "build.json"))
+                    if not b or b.get("status") not in ("built", "build_failed", "unreachable"):
+                        continue  # never built here: left out of the pack and the catalogue
+                    kept.append(m)
+                    for f in ("build.json", "diff.patch", lib):
+                        if os.path.exists(os.path.join(d, f)):
+                            tar.add(os.path.join(d, f), arcname="%s/%s/%s" % (name, m["id"], f))
+                cat = dict(cat, mutants=kept)
+                data = json.dumps(cat, indent=1).encode()
+                info = tarfile.TarInfo("%s/mutants.json" % name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+                kernels.append({"name": name, "library": lib, "plugin_kernel": (registered or name) + args.suffix,
+                                "kernel_dir": cat.get("kernel_dir"), "mutants": len(kept)})
+                print("packed %s: %d mutants" % (name, len(kept)))
+            data = json.dumps({"kernels": kernels}, indent=1).encode()
+            info = tarfile.TarInfo("manifest.json")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-            kernels.append({"name": name, "library": lib, "plugin_kernel": (registered or name) + args.suffix,
-                            "kernel_dir": cat.get("kernel_dir"), "mutants": len(kept)})
-            print("packed %s: %d mutants" % (name, len(kept)))
-        data = json.dumps({"kernels": kernels}, indent=1).encode()
-        info = tarfile.TarInfo("manifest.json")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+    except BaseException:
+        os.remove(part)
+        raise
+    os.replace(part, args.out)
     print("%s: %.1f MiB" % (args.out, os.path.getsize(args.out) / 2**20))
     return 0
 
@@ -143,7 +201,7 @@ def check_mutant(k, m_id, checks, args, clock, env):
     """Runs the checks in order; writes WORK/<id>/result.json the way the tool's report reads it."""
     d = os.path.join(k["dir"], m_id)
     lib = os.path.join(d, k["library"])
-    result = {"id": m_id, "checks": []}
+    result = {"id": m_id, "checks": [], "checks_key": k["checks_key"]}
     final = "survived"
     for name, tpl, timeout in checks:
         limit = min(timeout, clock.left())
@@ -177,18 +235,18 @@ def baseline(k, args, clock, env, log):
     keep = []
     jobs = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
-        for name, tpl in checks_for(args):
-            jobs.append((name, tpl, ex.submit(run_cmd, fill(tpl, args.flashcheck, lib, k["plugin_kernel"]),
-                                              min(args.timeout, clock.left()), env)))
+        for name, tpl, droppable in checks_for(args):
+            jobs.append((name, tpl, droppable, ex.submit(run_cmd, fill(tpl, args.flashcheck, lib, k["plugin_kernel"]),
+                                                         min(args.timeout, clock.left()), env)))
         ok = True
-        for name, tpl, f in jobs:
+        for name, tpl, droppable, f in jobs:
             rc, dt, tail = f.result()
             log("  base %-9s %-10s rc=%s %.1fs" % (k["name"], name, rc, dt))
             if rc == 0:
                 # A mutant's check may take a few times the unmutated one's (6 share the GPU) before
                 # it counts as a hang.
                 keep.append((name, tpl, max(args.timeout, 4 * dt)))
-            elif rc == 125 and name.startswith("edge"):
+            elif rc == 125 and droppable:
                 continue
             else:
                 log(tail[-1500:])
@@ -216,6 +274,13 @@ def cmd_run(args):
     with tarfile.open(args.pack) as tar:
         tar.extractall(dest)
     man = read_json(os.path.join(dest, "manifest.json"))
+    if not args.resume:
+        # Results of an earlier call into the same --dest would otherwise count in this report.
+        for k in man["kernels"]:
+            kd = os.path.join(dest, k["name"])
+            for m_id in os.listdir(kd):
+                if os.path.exists(os.path.join(kd, m_id, "result.json")):
+                    os.remove(os.path.join(kd, m_id, "result.json"))
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
     for e in args.env or []:
@@ -225,9 +290,9 @@ def cmd_run(args):
         if not eq or not name:
             raise SystemExit("mutate_device.py: --env wants NAME=VALUE, got %r" % e[:40])
         env[name] = value
-    log("unpacked %s in %.1fs: %s; -j %d, deadline %ds (hard %ds), timeout %ds per check, OMP_NUM_THREADS=%s%s" %
+    log("unpacked %s in %.1fs: %s; %s checks, -j %d, deadline %ds (hard %ds), timeout %ds per check, OMP_NUM_THREADS=%s%s" %
         (args.pack, time.time() - clock.t0, ", ".join("%s %d mutants" % (k["name"], k["mutants"]) for k in man["kernels"]),
-         args.jobs, args.deadline, args.hard_deadline, args.timeout, env["OMP_NUM_THREADS"],
+         args.checks, args.jobs, args.deadline, args.hard_deadline, args.timeout, env["OMP_NUM_THREADS"],
          "".join(" " + e for e in args.env or [])))
     kernels = []
     for k in man["kernels"]:
@@ -237,6 +302,8 @@ def cmd_run(args):
         ok, checks = baseline(k, args, clock, env, log)
         if ok:
             k["checks"] = checks
+            # What a result was checked with: --resume reuses only results of the same checks.
+            k["checks_key"] = hashlib.sha1(json.dumps([[n, t] for n, t, _ in checks]).encode()).hexdigest()[:16]
             kernels.append(k)
     if not kernels:
         log("ABORT: no kernel's unmutated module passes its checks; nothing scored")
@@ -259,6 +326,9 @@ def cmd_run(args):
 
     def task(item):
         k, m_id = item
+        old = read_json(os.path.join(k["dir"], m_id, "result.json"))
+        if old and old.get("checks_key") == k["checks_key"]:
+            return old  # --resume: checked by an earlier call with the same checks
         if time.time() > clock.deadline:
             return None
         r = check_mutant(k, m_id, k["checks"], args, clock, env)
@@ -345,6 +415,9 @@ def main(argv=None):
     sp.add_argument("--dest", default="/tmp/fc_mutants", help="where the pack is unpacked")
     sp.add_argument("--out", default=os.environ.get("OUT", "mutation-out"))
     sp.add_argument("--kernel", action="append", help="only these kernels of the pack")
+    sp.add_argument("--resume", action="store_true",
+                    help="keep the results an earlier call left in --dest (same pack, same checks) and check only the "
+                         "mutants it did not reach (a second call on a warm machine); otherwise they are removed")
     sp.add_argument("--env", action="append", help="NAME=VALUE set for every check (e.g. FLASHCHECK_PERTURB_SEED=7, "
                     "FLASHCHECK_PERTURB=poison,stretch,delay for perturbed modules)")
     sp.add_argument("-j", "--jobs", type=int, default=6, help="mutants checked at once (they share the GPU)")
@@ -357,6 +430,13 @@ def main(argv=None):
     sp.add_argument("--cases", type=int, default=150)
     sp.add_argument("--load-cases", type=int, default=6)
     sp.add_argument("--case-timeout", type=int, default=20, help="flashcheck run --timeout: seconds per case")
+    sp.add_argument("--checks", choices=("standard", "variants"), default="standard",
+                    help="standard: campaign, the EdgeShapesPass shapes, load (plain problems); variants: problem "
+                         "model 2 (campaigns --variants all, --require window, --require varlen, fixed variant "
+                         "problems, a plain campaign), for modules exporting ABI 2")
+    sp.add_argument("--max-seq", type=int, default=600, help="variants: the campaigns' --max-seq")
+    sp.add_argument("--max-work", type=float, default=6e7, help="variants: the campaigns' --max-work")
+    sp.add_argument("--oracle", choices=("cpu", "gpu", "auto"), help="variants: the campaigns' --oracle (default: flashcheck's)")
     sp.set_defaults(fn=cmd_run)
     args = p.parse_args(argv)
     if getattr(args, "flashcheck", None):

@@ -1,8 +1,8 @@
 """Plugin mode (`build --plugin`): each mutant becomes a small shared library (the kernel's
 translation units plus the gpu/plugin/kernel_module.cpp adapter) that an unmutated flashcheck loads
 with --plugin, instead of a whole flashcheck binary. The adapter exports the kernel's Capabilities as
-the plugin ABI 1.1 declared space, so the campaign on the module draws the same problems and tiles as
-on the built-in."""
+the plugin ABI 2 declared space (and the plain part as ABI 1.1's), so a campaign on the module draws
+the same problems, variants included, and tiles as on the built-in."""
 import concurrent.futures
 import os
 import shutil
@@ -26,7 +26,9 @@ def is_nvcc(args):
 
 def plugin_args(args, arch):
     """A TU's compile command for a module: position-independent, and CUDA code for `arch` alone
-    (a module is built for the one GPU it is checked on; half or less of the compile)."""
+    (a module is built for the one GPU it is checked on; half or less of the compile), without line
+    tables: -lineinfo changes no instruction but triples the cubins (the variant instantiations
+    made a wgmma_f16 module 26 MB with them, 8 MB without), and a pack holds a module per mutant."""
     out, skip = [], False
     for a in args:
         if skip:
@@ -34,6 +36,8 @@ def plugin_args(args, arch):
             continue
         if is_nvcc(args) and (a in ARCH_FLAGS or a.split("=", 1)[0] in ARCH_FLAGS):
             skip = "=" not in a
+            continue
+        if is_nvcc(args) and a in ("-lineinfo", "--generate-line-info"):
             continue
         out.append(a)
     if is_nvcc(args):
@@ -86,12 +90,14 @@ def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cuda
             args.insert(1, '-DFC_MODULE_SUFFIX="%s"' % suffix)
         extra.append({"file": src, "rel": rel, "directory": cxx["directory"], "args": args,
                       "output": os.path.join(mod, "m_" + os.path.basename(rel) + ".o")})
-    with open(os.path.join(mod, "exports.map"), "w") as f:
-        # Only the entry point: the module's registrar and kernel list bind inside the module.
-        f.write("{ global: flashcheck_get_kernel; local: *; };\n")
+    # The tree's version script (the one CMake links flashcheck_perturbed.so and host_kernel_module
+    # with): both ABI entries, flashcheck_get_kernel2 (problem model 2: a campaign's --variants
+    # draws only from a module exporting it) and flashcheck_get_kernel; the module's registrar and
+    # kernel list bind inside the module.
+    exports = os.path.join(root, "gpu", "plugin", "kernel_module.map")
     libdir = cuda_lib_dir(tus)
     link = [cxx["args"][0], "-shared", "-o", "PLACEHOLDER"] + [t["output"] for t in tus + extra] + \
-        ["-Wl,--version-script=" + os.path.join(mod, "exports.map"), "-Wl,-z,defs", "-Wl,-rpath,$ORIGIN"]
+        ["-Wl,--version-script=" + exports, "-Wl,-z,defs", "-Wl,-rpath,$ORIGIN"]
     if libdir:
         link += ["-L" + libdir, "-lcudart" if cudart == "shared" else "-l:libcudart_static.a"]
         link += ["-ldl", "-lrt", "-lpthread"]
@@ -102,8 +108,11 @@ def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cuda
         link += ["-fopenmp"]
     name = os.path.basename(os.path.normpath(kernel_dir)) + ".so"
     cache = {}
-    closure = {t["file"]: include_closure(t["file"], root, cache) for t in tus}
-    plan = BuildPlan(root, base, name, tus, mod, link, closure)
+    # The module's own sources are units of the plan like the kernel's: a mutant of one (`--also
+    # gpu/common/var_params_host.cpp`, the variant launches' host half) or of a header it includes
+    # recompiles it, and its object replaces the unmutated one in the link.
+    closure = {t["file"]: include_closure(t["file"], root, cache) for t in tus + extra}
+    plan = BuildPlan(root, base, name, tus + extra, mod, link, closure)
     lib = os.path.join(mod, name)
     stamp = os.path.join(mod, "module.json")
     key = {"arch": arch, "suffix": suffix, "cudart": cudart, "link": link,

@@ -6,6 +6,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from .build import build_one, plan_build
@@ -13,7 +14,8 @@ from .commands import make_plan, save_catalogue
 from .operators import OPERATORS
 from .report import compute_report, print_report, read_equivalent
 from .run import check_env, run_check, run_one
-from .sources import apply_mutant, enumerate_mutants
+from .plugin import MODULE_SOURCES
+from .sources import apply_mutant, enumerate_mutants, original_line
 from .store import read_json, write_json
 
 
@@ -159,6 +161,22 @@ def selftest(flashcheck_build=None):
             f.write(TOY_KERNEL)
         s2 = [m.id for m in enumerate_mutants(tmp, "toy", sample=5, sample_seed=3)]
         check(sorted(s1) == sorted(s2) and len(s1) == 5, "sample not stable")
+        # --only and --match narrow the catalogue before the sample: the mutants of one file, of the
+        # lines matching a pattern (as they were, not as mutated), drawn from those alone.
+        only = enumerate_mutants(tmp, "toy", only=["toy/k.cu"], match=r"^\s*f\[")
+        check(only and {m.file for m in only} == {"toy/k.cu"} and
+              {m.line for m in only} == {i + 1 for i, l in enumerate(TOY_KERNEL.split("\n")) if l.lstrip().startswith("f[")},
+              "--only/--match keep the mutants of the f[...] lines: %s" % [(m.line, m.description) for m in only])
+        check({m.op for m in only} == {"MAXMIN", "MUL"},
+              "--match tests the line as it was: %s" % [m.op for m in only])
+        pick = enumerate_mutants(tmp, "toy", only=["toy/k.cu"], match=r"^\s*f\[", sample=2, sample_seed=1)
+        check(len(pick) == 2 and {m.id for m in pick} <= {m.id for m in only}, "the sample is drawn after --match")
+        for bad in (dict(only=["toy/none.cu"]), dict(match="(")):
+            try:
+                enumerate_mutants(tmp, "toy", **bad)
+                check(False, "%s refused" % bad)
+            except SystemExit as e:
+                check("--only" in str(e) or "--match" in str(e), "refusal names the option: %s" % e)
         # apply: the mutated copy differs in exactly the described place.
         m = [x for x in ms if x.op == "SYNC"][0]
         out = apply_mutant(TOY_KERNEL, m)
@@ -217,19 +235,31 @@ def selftest(flashcheck_build=None):
 
 def selftest_plugin(tmp, check, build):
     """--plugin on the host kernel folder gpu/plugin/host_module: its mutants become modules that an
-    unmutated flashcheck loads; the unmutated module passes a CPU campaign and a real fault dies."""
+    unmutated flashcheck loads; the unmutated module passes a CPU campaign and a real fault dies.
+    The module exports ABI 2, so a campaign draws variant problems from it: a window fault that no
+    plain problem shows is killed by a `--require window` campaign. A module source named by --also
+    is rebuilt for its mutants; the fixed problems of mutate_device.py's check sets are valid."""
     root = os.path.realpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
     fc = os.path.join(build, "flashcheck")
     if not os.path.exists(fc):
         check(False, "plugin self-test: %s not built" % fc)
         return
     kd = "gpu/plugin/host_module"
-    ms = enumerate_mutants(root, kd, ops=["ROR", "DIV", "MAXMIN"])
+    also = ["gpu/common/var_params_host.cpp"]
+    ms = enumerate_mutants(root, kd, also, ops=["ROR", "DIV", "MAXMIN", "OBO", "MUL"])
     # DIV: `h / group` -> `h` reads KV head h instead of h / group: wrong for every GQA problem (and
     # out of bounds past heads_kv), so a 40-case CPU campaign must kill it.
     want = [m for m in ms if m.op == "DIV" and "/ group" in m.description]
-    check(len(want) == 1, "host_module: one DIV mutant of `h / group`, got %s" % [m.description for m in ms])
-    if not want:
+    # OBO: the window's left bound `... + 1)` dropped: keys one further left become visible, which
+    # only a problem with a bounded left window can show.
+    window = [m for m in ms if m.op == "OBO" and "p.window.left" in original_line(m) and
+              any(l.startswith("+") and "sq + skv + 1));" in l for l in m.diff.splitlines()[2:])]
+    host = [m for m in ms if m.file == also[0] and m.op == "MUL"]
+    check(len(want) == 1, "host_module: one DIV mutant of `h / group`, got %s" % [m.description for m in ms if m.op == "DIV"])
+    check(len(window) == 1, "host_module: one OBO mutant of the left window bound, got %s" %
+          [m.diff for m in ms if m.op == "OBO"])
+    check(len(host) >= 1, "var_params_host.cpp: a MUL mutant")
+    if not (want and window and host):
         return
     work = os.path.join(tmp, "pwork")
     args = argparse.Namespace(plugin=True, base=build, kernel_dir=kd, work=work, plugin_arch="90a",
@@ -238,22 +268,77 @@ def selftest_plugin(tmp, check, build):
     plan = make_plan(root, args)
     check(os.path.basename(args.baseline) == "host_module.so" and os.path.exists(args.baseline),
           "the unmutated module is the baseline: %s" % args.baseline)
-    check({os.path.basename(t["file"]) for t in plan.tus} == {"host_attention.cpp", "register.cpp"},
-          "module TUs %s" % [t["file"] for t in plan.tus])
-    r = build_one(plan, want[0], work, kd, [])
-    check(r["status"] == "built", "the DIV module builds: %s" % r.get("why", r))
-    lib = os.path.join(work, want[0].id, "host_module.so")
-    nm = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout.split()
-    check("flashcheck_get_kernel" in nm and not any("registered_kernels" in x for x in nm),
-          "a module exports the entry point alone: %s" % nm)
-    cmd = ("%s run --plugin {bin} --kernel host_attention.mutant --cases 40 --seed 3 --max-seq 96 --no-shrink --fail-fast"
-           % shlex.quote(fc))
+    rels = {t["rel"] for t in plan.tus}
+    check({"gpu/plugin/host_module/host_attention.cpp", "gpu/plugin/host_module/register.cpp"} |
+          set(MODULE_SOURCES) == rels, "module TUs: the kernel's and the module's own, %s" % sorted(rels))
+    nm = subprocess.run(["nm", "-D", "--defined-only", args.baseline], capture_output=True, text=True).stdout.split()
+    check("flashcheck_get_kernel" in nm and "flashcheck_get_kernel2" in nm and not any("registered_kernels" in x for x in nm),
+          "a module exports both ABI entry points alone: %s" % nm)
+    listed = subprocess.run([fc, "list", "--plugin", args.baseline], capture_output=True, text=True).stdout
+    check("host_attention.mutant" in listed and "variants: window softcap" in listed,
+          "flashcheck reads the module's ABI 2 space (its variants):\n%s" % listed[-800:])
+    save_catalogue(work, want + window + host, argparse.Namespace(kernel_dir=kd, also=also, perturb=False))
+    for m in want + window + host:
+        r = build_one(plan, m, work, kd, also)
+        check(r["status"] == "built", "%s builds: %s" % (m.id, r.get("why", r)))
+    # A module source's mutant: that unit alone recompiled, and its object, not the unmutated one, linked.
+    b = read_json(os.path.join(work, host[0].id, "build.json")) or {}
+    check(b.get("tus") == also, "a var_params_host.cpp mutant rebuilds that unit: %s" % b.get("tus"))
+    log = open(os.path.join(work, host[0].id, "build.log")).read()
+    check("obj0_var_params_host.cpp.o" in log and "m_var_params_host.cpp.o" not in log.split("-shared", 1)[-1],
+          "the mutant's object replaces the module's own in the link")
+    base = ("%s run --plugin {bin} --kernel host_attention.mutant --seed 3 --max-seq 96 --no-shrink --fail-fast"
+            % shlex.quote(fc))
+    plain = base + " --cases 40 --variants none"
+    windows = base + " --cases 30 --require window"
     env = check_env(1)
-    v, rc, _, tail = run_check(cmd.replace("{bin}", shlex.quote(args.baseline)), 300, env)
-    check(v == "pass", "the unmutated module passes a CPU campaign (rc=%s):\n%s" % (rc, tail[-1500:]))
-    res = run_one(want[0].id, os.path.join(work, want[0].id), [cmd], 300, env)
+    for name, cmd in (("plain", plain), ("window", windows)):
+        v, rc, _, tail = run_check(cmd.replace("{bin}", shlex.quote(args.baseline)), 300, env)
+        check(v == "pass", "the unmutated module passes the %s campaign (rc=%s):\n%s" % (name, rc, tail[-1500:]))
+    res = run_one(want[0].id, os.path.join(work, want[0].id), [plain], 300, env)
     check(res["status"] == "killed" and res["checks"][0]["rc"] == 1,
           "the GQA fault is killed by the campaign: %s" % {k: res[k] for k in ("status", "checks")})
+    res = run_one(window[0].id, os.path.join(work, window[0].id), [plain, windows], 300, env)
+    verdicts = [c["verdict"] for c in res["checks"]]
+    check(verdicts == ["pass", "killed"] and res["checks"][1]["rc"] == 1,
+          "the window fault passes plain problems and is killed by variant ones (ABI 2): %s" %
+          [(c["verdict"], c["rc"], c["tail"][-600:]) for c in res["checks"]])
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mutate_device", os.path.join(os.path.dirname(__file__), "mutate_device.py"))
+    md = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(md)
+    # mutate_device.py pack + run --checks variants, as on the device, on small campaigns: the
+    # fixed bf16/f16 problems are outside the f32 host kernel's space (125 on the unmutated module:
+    # dropped), the campaigns draw variants; the window fault dies, the host-only mutant (the host
+    # kernel never calls var_params_host.cpp) survives; --resume reuses every result.
+    pack = os.path.join(tmp, "pack.tar.xz")
+    q = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = subprocess.run([sys.executable, md.__file__, "pack", "--work", "host=%s,host_attention" % work, "--out", pack], **q)
+    check(r.returncode == 0, "mutate_device.py pack:\n" + r.stdout[-1500:])
+    dev_out, dest = os.path.join(tmp, "dev_out"), os.path.join(tmp, "dev_dest")
+    run_args = [sys.executable, md.__file__, "run", "--pack", pack, "--flashcheck", fc, "--checks", "variants", "-j", "2",
+                "--cases", "24", "--max-seq", "96", "--max-work", "2e6", "--dest", dest, "--out", dev_out,
+                "--deadline", "240", "--hard-deadline", "280"]
+    for resume in ([], ["--resume"]):
+        r = subprocess.run(run_args + resume, env=env, **q)
+        rep = read_json(os.path.join(dev_out, "mutation_host.json")) or {}
+        status = {i: (read_json(os.path.join(dest, "host", i, "result.json")) or {}).get("status")
+                  for i in (want[0].id, window[0].id, host[0].id)}
+        check(r.returncode == 0 and status == {want[0].id: "killed", window[0].id: "killed", host[0].id: "survived"},
+              "mutate_device.py run --checks variants %s: %s\n%s" % (resume, status, r.stdout[-2500:]))
+        check(rep.get("checks", [])[:3] == ["variants", "window", "varlen"] and not any(
+            c.startswith("edge") for c in rep.get("checks", [])), "the bf16/f16 problems dropped: %s" % rep.get("checks"))
+        if resume:
+            check("checked" in r.stdout and not any("survived" in l or "killed" in l for l in r.stdout.splitlines()
+                                                    if l.startswith("[")), "--resume re-ran mutants:\n" + r.stdout[-1500:])
+    # mutate_device.py's fixed problems: each parses and passes on the CPU replica (a problem line
+    # the kernels' space refuses would only be dropped on the device, a bad one would stop a kernel).
+    for shapes in (md.EDGE_SHAPES, md.VARIANT_EDGE_SHAPES):
+        for i, s in enumerate(shapes):
+            line = "%s dtype=%s" % (s, md.DTYPES[i % 2])
+            v, rc, _, tail = run_check("%s run --kernel replica --problem %s --dist normal --input-seed 11"
+                                       % (shlex.quote(fc), shlex.quote(line)), 300, env)
+            check(v == "pass", "mutate_device.py fixed problem %r on the replica (rc=%s):\n%s" % (line, rc, tail[-800:]))
 
 
 def selftest_build(tmp, check):

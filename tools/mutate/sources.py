@@ -4,6 +4,7 @@ applying one mutant to a text."""
 import difflib
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 
 from .lexer import classify
@@ -83,15 +84,39 @@ def mutants_of_file(rel, text, ops):
 OPT_IN = ("ADDR",)
 
 
-def enumerate_mutants(root, kernel_dir, also=None, ops=None, sample=None, sample_seed=0, ids=None):
+def original_line(m):
+    """The text of the line a mutant changes, as it was (its diff's first removed line)."""
+    for l in m.diff.splitlines()[2:]:
+        if l.startswith("-"):
+            return l[1:]
+    return ""
+
+
+def enumerate_mutants(root, kernel_dir, also=None, ops=None, sample=None, sample_seed=0, ids=None, only=None,
+                      match=None):
+    """`only`: keep the mutants of these files (relative to root); `match`: of lines matching this
+    regular expression. Both narrow the catalogue before `sample` draws from it."""
     ops = ops or [o for o in OPERATORS if o not in OPT_IN or ids]
     for o in ops:
         if o not in OPERATORS:
             raise SystemExit("mutate: unknown operator %s (known: %s)" % (o, ", ".join(OPERATORS)))
+    files = source_files(root, kernel_dir, also)
+    if only:
+        want = {os.path.normpath(f) for f in only}
+        unknown = sorted(want - set(files))
+        if unknown:
+            raise SystemExit("mutate: --only %s is not a file of %s or an --also file" % (", ".join(unknown), kernel_dir))
+        files = [f for f in files if f in want]
+    try:
+        pattern = re.compile(match) if match else None
+    except re.error as e:
+        raise SystemExit("mutate: --match %r is not a regular expression: %s" % (match, e))
     out = []
-    for rel in source_files(root, kernel_dir, also):
+    for rel in files:
         with open(os.path.join(root, rel), encoding="utf-8") as f:
             out.extend(mutants_of_file(rel, f.read(), ops))
+    if pattern:
+        out = [m for m in out if pattern.search(original_line(m))]
     if ids:
         want = set(ids)
         out = [m for m in out if m.id in want]
