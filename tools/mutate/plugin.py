@@ -49,16 +49,21 @@ def plugin_args(args, arch):
     return out
 
 
-def cuda_lib_dir(tus):
+def cuda_dir(tus, subs):
+    """The first of `subs` under the CUDA toolkit of the plan's nvcc that exists, or None."""
     for t in tus:
         if is_nvcc(t["args"]):
             nvcc = t["args"][0]
             nvcc = nvcc if os.path.isabs(nvcc) else (shutil.which(nvcc) or nvcc)
             top = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
-            for sub in ("lib64", "targets/x86_64-linux/lib", "lib"):
+            for sub in subs:
                 if os.path.isdir(os.path.join(top, sub)):
                     return os.path.join(top, sub)
     return None
+
+
+def cuda_lib_dir(tus):
+    return cuda_dir(tus, ("lib64", "targets/x86_64-linux/lib", "lib"))
 
 
 def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cudart="shared", jobs=2, defines=()):
@@ -88,6 +93,12 @@ def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cuda
                 for a in plugin_args(cxx["args"], arch)]
         if rel.endswith("kernel_module.cpp"):
             args.insert(1, '-DFC_MODULE_SUFFIX="%s"' % suffix)
+            # The adapter reads a device kernel's cu_seqlens and seqused through host copies
+            # (cudaMemcpy): without FC_MODULE_CUDA a module refuses every packed or seqused problem,
+            # and a variant campaign on it scores nothing (CMake builds flashcheck_perturbed so too).
+            inc = cuda_dir(kplan, ("include", "targets/x86_64-linux/include"))
+            if any(is_nvcc(t["args"]) for t in kplan):
+                args[1:1] = ["-DFC_MODULE_CUDA=1"] + (["-isystem", inc] if inc else [])
         extra.append({"file": src, "rel": rel, "directory": cxx["directory"], "args": args,
                       "output": os.path.join(mod, "m_" + os.path.basename(rel) + ".o")})
     # The tree's version script (the one CMake links flashcheck_perturbed.so and host_kernel_module
