@@ -58,7 +58,9 @@ DTYPES = ("bf16", "f16")
 # D = 256; mma_f16: 128 at D = 64, 64 at D = 128/256), windows that leave rows empty, packed batches
 # with empty sequences and seqused_kv, more than 32 sequences (the packed tile search's second
 # round of 32), sinks on empty rows, softcap and ALiBi with and without a window, BSHD strides with
-# nothing to modify, and (wgmma_f16 alone; 125 for mma_f16, dropped) Dqk = 192.
+# nothing to modify, and (wgmma_f16 alone; 125 for mma_f16, dropped) Dqk = 192; last, a packed
+# batch whose every sequence is empty (a grid of 0 q-tiles: the launch must not happen; session 10's
+# run had a mutant launching it survive).
 _B40 = 40
 VARIANT_EDGE_SHAPES = [
     "b=1 hq=4 hkv=2 sq=512 skv=512 d=128 causal=bottom_right window=128,0",
@@ -76,6 +78,7 @@ VARIANT_EDGE_SHAPES = [
     "b=3 hq=8 hkv=2 sq=150 skv=400 d=128 causal=top_left alibi=symmetric slopes=batch",
     "b=2 hq=4 hkv=2 sq=257 skv=383 d=128 causal=none layout=bshd",
     "b=2 hq=6 hkv=2 sq=333 skv=700 dqk=192 dv=128 causal=none layout=bshd window=100,-1 softcap=15",
+    "b=3 hq=2 hkv=1 sq=0,0,0 skv=5,0,64 d=64 causal=none layout=thd",
 ]
 
 
