@@ -60,8 +60,9 @@ class KernelBackward : public ::testing::TestWithParam<std::string> {
   }
 
   // Runs forward then backward on `p` (inputs and dO from `seed`), returns the verdict's text on
-  // failure; with `repeats` > 1 the backward runs again and must give the same bits.
-  ::testing::AssertionResult check(const Problem& p, uint64_t seed, int repeats = 1) {
+  // failure; `deterministic` is asked of the backward, and with `repeats` > 1 it runs again and
+  // must give the same bits.
+  ::testing::AssertionResult check(const Problem& p, uint64_t seed, bool deterministic, int repeats = 1) {
     const Inputs in = make_inputs(p, seed, Dist::normal);
     const DType t = p.dtype;
     const size_t eb = static_cast<size_t>(dtype_bytes(t));
@@ -95,7 +96,7 @@ class KernelBackward : public ::testing::TestWithParam<std::string> {
     g.dq = bhsd(dq.p, p.heads_q, p.seq_q, p.head_dim_qk);
     g.dk = bhsd(dk.p, p.heads_kv, p.seq_kv, p.head_dim_qk);
     g.dv = bhsd(dv.p, p.heads_kv, p.seq_kv, p.head_dim_v);
-    g.deterministic = repeats > 1;
+    g.deterministic = deterministic;
     std::vector<std::vector<float>> first;
     for (int r = 0; r < repeats; ++r) {
       for (DeviceBuffer* b : {&dq, &dk, &dv}) device::to_device(b->p, poison(b->bytes).data(), b->bytes);
@@ -113,7 +114,9 @@ class KernelBackward : public ::testing::TestWithParam<std::string> {
     }
     const BackwardExpected e = make_backward_expected(p, in, dout);
     const BackwardReport rep = verify_backward(p, e, KernelGradients{first[0], first[1], first[2], std::nullopt});
-    if (!rep.pass()) return ::testing::AssertionFailure() << to_text(rep) << "\n  " << to_string(p) << " seed " << seed;
+    if (!rep.pass())
+      return ::testing::AssertionFailure() << to_text(rep) << "\n  " << to_string(p) << " seed " << seed
+                                           << (deterministic ? " (deterministic)" : " (fast)");
     return ::testing::AssertionSuccess();
   }
   const KernelDef* def_ = nullptr;
@@ -134,23 +137,31 @@ std::vector<DType> dtypes_of(const KernelDef& d) {
 }
 
 // Every causal alignment, on lengths on and off the 64-row tiles, Sq < Skv and Sq > Skv (rows that
-// see no key under bottom-right, keys no row sees under top-left), GQA groups of 1, 2 and 4.
+// see no key under bottom-right, keys no row sees under top-left), GQA groups of 1, 2 and 4; with
+// determinism not asked for and, for a kernel that declares it, asked for (a kernel may take
+// another path for each).
 TEST_P(KernelBackward, MatchesTheOracleOnEveryAlignment) {
   uint64_t salt = 0;
-  for (DType t : dtypes_of(*def_))
-    for (int64_t d : dims_of(*def_))
-      for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right})
-        for (auto [sq, skv] : {std::pair<int64_t, int64_t>{64, 64}, {100, 37}, {37, 150}, {1, 129}, {129, 1}, {200, 200}}) {
-          const Problem p = plain(2, 4, (salt % 3 == 0) ? 4 : (salt % 3 == 1) ? 2 : 1, sq, skv, d, c, t);
-          EXPECT_TRUE(check(p, testing::seed_for(++salt)));
-        }
+  for (bool det : {false, true}) {
+    if (det && !def_->backward_caps.deterministic) continue;
+    for (DType t : dtypes_of(*def_))
+      for (int64_t d : dims_of(*def_))
+        for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right})
+          for (auto [sq, skv] : {std::pair<int64_t, int64_t>{64, 64}, {100, 37}, {37, 150}, {1, 129}, {129, 1}, {200, 200}}) {
+            const Problem p = plain(2, 4, (salt % 3 == 0) ? 4 : (salt % 3 == 1) ? 2 : 1, sq, skv, d, c, t);
+            EXPECT_TRUE(check(p, testing::seed_for(++salt), det));
+          }
+  }
 }
 
 // GQA over a long group walk and several q tiles per KV tile, every dtype and dim.
 TEST_P(KernelBackward, SumsEachKvHeadOverItsGroup) {
   uint64_t salt = 100;
   for (DType t : dtypes_of(*def_))
-    for (int64_t d : dims_of(*def_)) EXPECT_TRUE(check(plain(1, 8, 2, 300, 260, d, Causal::bottom_right, t), testing::seed_for(++salt)));
+    for (int64_t d : dims_of(*def_))
+      for (bool det : {false, true})
+        if (!det || def_->backward_caps.deterministic)
+          EXPECT_TRUE(check(plain(1, 8, 2, 300, 260, d, Causal::bottom_right, t), testing::seed_for(++salt), det));
 }
 
 // A kernel that declares a deterministic backward gives the same bits three times.
@@ -158,7 +169,7 @@ TEST_P(KernelBackward, DeterministicWhenDeclared) {
   if (!def_->backward_caps.deterministic) GTEST_SKIP() << GetParam() << " declares no deterministic backward";
   uint64_t salt = 200;
   for (int64_t d : dims_of(*def_))
-    EXPECT_TRUE(check(plain(2, 4, 2, 333, 517, d, Causal::none, dtypes_of(*def_).front()), testing::seed_for(++salt), 3));
+    EXPECT_TRUE(check(plain(2, 4, 2, 333, 517, d, Causal::none, dtypes_of(*def_).front()), testing::seed_for(++salt), true, 3));
 }
 
 // A bad view is refused with the tensor named, not read: dq's rows misaligned.
