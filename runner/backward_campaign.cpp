@@ -44,21 +44,7 @@ CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows,
     out.skipped = *why;
     return out;
   }
-  const SupportsAnswer supported = supports_of(v, p, worker);
-  if (supported.abnormal) {
-    out.abnormal = supported.abnormal;
-    unjudged(supported.abnormal->criterion, supported.abnormal->detail);
-    return out;
-  }
-  if (supported.error) {
-    out.error = *supported.error;
-    unjudged("kernel_error", *supported.error);
-    return out;
-  }
-  if (supported.refusal) {
-    out.skipped = *supported.refusal;
-    return out;
-  }
+  if (ended_by_supports(supports_of(v, p, worker), out, unjudged)) return out;
   const Inputs in = make_inputs(p, c.seed, c.dist);
   const std::vector<float> d_out = draw_d_out(p, c.seed);
   const bool deterministic = v.backward_caps()->deterministic;
@@ -67,16 +53,7 @@ CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows,
   double kernel_seconds = 0;
   if (worker) {
     IsolatedRun r = worker->run_backward(p, in, d_out, calls, deterministic, waiting);
-    if (r.abnormal && !r.in_backward) {
-      out.abnormal = r.abnormal;
-      unjudged(r.abnormal->criterion, r.abnormal->detail);
-      return out;
-    }
-    if (r.error) {
-      out.error = *r.error;
-      unjudged("kernel_error", *r.error);
-      return out;
-    }
+    if (ended_by_run(r, out, unjudged)) return out;
     h = std::move(*r.result);
     kernel_seconds = r.kernel_seconds;
     if (r.abnormal) {  // the backward crashed or hung: a verdict of the backward, the forward judged
@@ -85,18 +62,10 @@ CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows,
       back.checks.push_back(check(r.abnormal->criterion, 1, out.abnormal->detail));
     }
   } else {
-    try {
-      h = run_variant_backward(v, p, in, d_out, calls, deterministic);
-    } catch (const Declined& e) {
-      out.skipped = e.what();
-      return out;
-    } catch (const InvalidProblem&) {
-      throw;  // the problem or its inputs cannot be staged: nothing was tested (125), as isolated
-    } catch (const std::exception& e) {
-      out.error = e.what();
-      unjudged("kernel_error", e.what());
-      return out;
-    }
+    std::optional<HarnessResult> got =
+        run_in_process([&] { return run_variant_backward(v, p, in, d_out, calls, deterministic); }, out, unjudged);
+    if (!got) return out;
+    h = std::move(*got);
   }
   out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, false, oracle});
   out.report.repro = repro;

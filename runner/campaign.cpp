@@ -246,6 +246,47 @@ SupportsAnswer supports_of(const Variant& v, const Problem& p, KernelWorker* wor
   return a;
 }
 
+bool ended_by_supports(const SupportsAnswer& a, CaseOutcome& out, const UnjudgedFn& unjudged) {
+  if (a.abnormal) {  // its supports() crashed or hung: the kernel's failure, like its forward()'s
+    out.abnormal = a.abnormal;
+    unjudged(a.abnormal->criterion, a.abnormal->detail);
+  } else if (a.error) {
+    out.error = *a.error;
+    unjudged("kernel_error", *a.error);
+  } else if (a.refusal) {
+    out.skipped = *a.refusal;
+  }
+  return a.abnormal || a.error || a.refusal;
+}
+
+bool ended_by_run(const IsolatedRun& r, CaseOutcome& out, const UnjudgedFn& unjudged) {
+  if (r.abnormal && !r.in_backward) {
+    out.abnormal = r.abnormal;
+    unjudged(r.abnormal->criterion, r.abnormal->detail);
+    return true;
+  }
+  if (r.error) {
+    out.error = *r.error;
+    unjudged("kernel_error", *r.error);
+    return true;
+  }
+  return false;
+}
+
+std::optional<HarnessResult> run_in_process(const std::function<HarnessResult()>& run, CaseOutcome& out, const UnjudgedFn& unjudged) {
+  try {
+    return run();
+  } catch (const Declined& e) {
+    out.skipped = e.what();
+  } catch (const InvalidProblem&) {
+    throw;  // the problem or its inputs cannot be staged: nothing was tested (125), as isolated
+  } catch (const std::exception& e) {
+    out.error = e.what();
+    unjudged("kernel_error", e.what());
+  }
+  return std::nullopt;
+}
+
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
                      const WaitingFn& waiting, bool maps_on_failure, OracleChoice oracle) {
   CaseOutcome out;
@@ -258,51 +299,19 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
     out.report.criteria.push_back({criterion, false, 1, 0, detail});
     out.report.repro = repro_command(v.name(), c, plugin);
   };
-  const SupportsAnswer supported = supports_of(v, p, worker);
-  if (supported.abnormal) {  // its supports() crashed or hung: the kernel's failure, like its forward()'s
-    out.abnormal = supported.abnormal;
-    unjudged(supported.abnormal->criterion, supported.abnormal->detail);
-    return out;
-  }
-  if (supported.error) {
-    out.error = *supported.error;
-    unjudged("kernel_error", *supported.error);
-    return out;
-  }
-  if (supported.refusal) {
-    out.skipped = *supported.refusal;
-    return out;
-  }
+  if (ended_by_supports(supports_of(v, p, worker), out, unjudged)) return out;
   const Inputs in = make_inputs(p, c.seed, c.dist);
   HarnessResult h;
   double kernel_seconds = 0;
   if (worker) {
     IsolatedRun r = worker->run(p, in, waiting);
-    if (r.abnormal) {
-      out.abnormal = r.abnormal;
-      unjudged(r.abnormal->criterion, r.abnormal->detail);
-      return out;
-    }
-    if (r.error) {
-      out.error = *r.error;
-      unjudged("kernel_error", *r.error);
-      return out;
-    }
+    if (ended_by_run(r, out, unjudged)) return out;
     h = std::move(*r.result);
     kernel_seconds = r.kernel_seconds;
   } else {
-    try {
-      h = run_variant(v, p, in);
-    } catch (const Declined& e) {
-      out.skipped = e.what();
-      return out;
-    } catch (const InvalidProblem&) {
-      throw;  // the problem or its inputs cannot be staged: nothing was tested (125), as isolated
-    } catch (const std::exception& e) {
-      out.error = e.what();
-      unjudged("kernel_error", e.what());
-      return out;
-    }
+    std::optional<HarnessResult> got = run_in_process([&] { return run_variant(v, p, in); }, out, unjudged);
+    if (!got) return out;
+    h = std::move(*got);
   }
   out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, false, oracle});
   if (maps_on_failure && !out.report.pass())

@@ -205,6 +205,18 @@ CaseRunner forward_runner(const Variant& v, const CampaignOptions& opt);
 // there, where a crash or hang is a verdict), else of the variant in this process.
 SupportsAnswer supports_of(const Variant& v, const Problem& p, KernelWorker* worker);
 
+// How a case ends before its output is judged, one rule for the forward's run_case and the
+// backward's (runner/backward_campaign.h). `unjudged(criterion, detail)` records the one failed
+// criterion of a case with no output. A crash, hang or error of supports() fails the case, a
+// refusal skips it (true: the case is over).
+using UnjudgedFn = std::function<void(const std::string& criterion, const std::string& detail)>;
+bool ended_by_supports(const SupportsAnswer& a, CaseOutcome& out, const UnjudgedFn& unjudged);
+// An isolated run that crashed, hung (before any backward) or reported an error (true: over).
+bool ended_by_run(const IsolatedRun& r, CaseOutcome& out, const UnjudgedFn& unjudged);
+// The kernel run in this process: a Declined skips the case, any other throw fails it (empty
+// then), InvalidProblem propagates (cannot test).
+std::optional<HarnessResult> run_in_process(const std::function<HarnessResult()>& run, CaseOutcome& out, const UnjudgedFn& unjudged);
+
 // Runs one case: the kernel's supports(), inputs from (problem, dist, seed), the variant through
 // the harness (in `worker`'s process when given), verdict. A passing case teaches the worker's
 // time limit how long the kernel takes.

@@ -1,6 +1,8 @@
 /* Kernels with a backward pass (ABI 2, host memory, plain attention in BHSD, f32/f16/bf16) for the
  * tests of `flashcheck run --backward`: one correct, and broken ones each failing one gradient (or
- * determinism, or by crashing). Both passes are fp32 as FlashAttention-2's: the forward saves
+ * determinism, or by crashing). Both passes follow FlashAttention-2's numerics (fp32 scores and
+ * LSE; P, and in the backward dS, rounded to the input dtype before their GEMMs), with sums in
+ * double: the forward saves
  * LSE = m + log(l) from the same fp32 scores the backward recomputes (a backward whose scores
  * differ from its forward's recomputes a one-hot P off 1 by the LSE's rounding, which the
  * criteria rightly fail); the backward's formulas, from the forward's O and LSE:
@@ -30,7 +32,7 @@ static float load(const void* base, int64_t i, fc_dtype d) {
   return (float)x;
 }
 
-/* Round to nearest even (finite values: these gradients are finite for finite inputs). */
+/* Round to nearest even (finite values, or ±Inf past the dtype's range). */
 static void store(void* base, int64_t i, float x, fc_dtype d) {
   uint32_t u;
   if (d == FC_DTYPE_F32) {
@@ -44,6 +46,13 @@ static void store(void* base, int64_t i, float x, fc_dtype d) {
   }
   _Float16 h = (_Float16)x;
   memcpy((uint16_t*)base + i, &h, 2);
+}
+
+/* x rounded to dtype d (FlashAttention-2 rounds P and dS so before their 16-bit GEMMs). */
+static float rnd(float x, fc_dtype d) {
+  uint32_t bits = 0;
+  store(&bits, 0, x, d);
+  return load(&bits, 0, d);
 }
 
 /* Element (b, h, i, d) of a tensor: its rows are (outer = b, seq = i, head = h), D contiguous. */
@@ -74,19 +83,21 @@ static int64_t visible_end(const fc_problem2* p, int64_t i) {
   return hi;
 }
 
-/* The fp32 score of (query row i of head h, key j of KV head hk), the same bits in both passes. */
+/* The fp32 score of (query row i of head h, key j of KV head hk), the same bits in both passes
+ * (summed in double: this kernel is at least as accurate as the same-dtype baselines it is judged
+ * against, so a correct kernel passes every case, not most). */
 static float score(const fc_problem2* p, const fc_forward_args* a, int64_t b, int64_t h, int64_t hk, int64_t i, int64_t j) {
-  float dot = 0;
+  double dot = 0;
   for (int64_t c = 0; c < p->head_dim_qk; ++c)
-    dot += load(a->q.data, at(&a->q, b, h, i, c), p->dtype) * load(a->k.data, at(&a->k, b, hk, j, c), p->dtype);
-  return dot * (float)p->scale;
+    dot += (double)load(a->q.data, at(&a->q, b, h, i, c), p->dtype) * load(a->k.data, at(&a->k, b, hk, j, c), p->dtype);
+  return (float)(dot * p->scale);
 }
 
 static int forward(const fc_problem2* p, const fc_forward_args* a) {
   g_calls = 0;
   const int64_t group = p->heads_q / p->heads_kv, Dv = p->head_dim_v;
   float* s = malloc((size_t)(p->max_seqlen_kv + 1) * sizeof(float));
-  float* acc = malloc((size_t)(Dv + 1) * sizeof(float));
+  double* acc = malloc((size_t)(Dv + 1) * sizeof(double));
   if (!s || !acc) {
     free(s), free(acc);
     g_error = "out of memory";
@@ -96,19 +107,20 @@ static int forward(const fc_problem2* p, const fc_forward_args* a) {
     for (int64_t h = 0; h < p->heads_q; ++h)
       for (int64_t i = 0; i < p->max_seqlen_q; ++i) {
         const int64_t hi = visible_end(p, i);
-        float m = -INFINITY, l = 0;
+        float m = -INFINITY;
+        double l = 0;
         for (int64_t j = 0; j < hi; ++j) {
           s[j] = score(p, a, b, h, h / group, i, j);
           m = s[j] > m ? s[j] : m;
         }
         for (int64_t c = 0; c < Dv; ++c) acc[c] = 0;
         for (int64_t j = 0; j < hi; ++j) {
-          const float w = expf(s[j] - m);
+          const double w = exp((double)s[j] - m), wr = rnd((float)w, p->dtype); /* l sums P as computed, P·V takes it rounded */
           l += w;
-          for (int64_t c = 0; c < Dv; ++c) acc[c] += w * load(a->v.data, at(&a->v, b, h / group, j, c), p->dtype);
+          for (int64_t c = 0; c < Dv; ++c) acc[c] += wr * load(a->v.data, at(&a->v, b, h / group, j, c), p->dtype);
         }
-        for (int64_t c = 0; c < Dv; ++c) store(a->o.data, at(&a->o, b, h, i, c), hi > 0 ? acc[c] / l : 0.0f, p->dtype);
-        if (a->lse.data) ((float*)a->lse.data)[at(&a->lse, b, h, i, 0)] = hi > 0 ? m + logf(l) : -INFINITY;
+        for (int64_t c = 0; c < Dv; ++c) store(a->o.data, at(&a->o, b, h, i, c), hi > 0 ? (float)(acc[c] / l) : 0.0f, p->dtype);
+        if (a->lse.data) ((float*)a->lse.data)[at(&a->lse, b, h, i, 0)] = hi > 0 ? (float)(m + log(l)) : -INFINITY;
       }
   free(s), free(acc);
   return 0;
@@ -118,12 +130,12 @@ static int backward(const fc_problem2* p, const fc_forward_args* a, const fc_bac
   const int64_t B = p->batch, Hq = p->heads_q, Hk = p->heads_kv, Sq = p->max_seqlen_q, Sk = p->max_seqlen_kv;
   const int64_t Dk = p->head_dim_qk, Dv = p->head_dim_v, group = Hq / Hk;
   const fc_dtype d = p->dtype;
-  const float scale = (float)p->scale;
+  const double scale = p->scale;
   if (flaw == ABORTS) abort();
-  float* dq = calloc((size_t)(Sq * Dk + 1), sizeof(float));
-  float* dk = calloc((size_t)(Hk * Sk * Dk + 1), sizeof(float));
-  float* dv = calloc((size_t)(Hk * Sk * Dv + 1), sizeof(float));
-  float* s = malloc((size_t)(Sk + 1) * sizeof(float));
+  double* dq = calloc((size_t)(Sq * Dk + 1), sizeof(double));
+  double* dk = calloc((size_t)(Hk * Sk * Dk + 1), sizeof(double));
+  double* dv = calloc((size_t)(Hk * Sk * Dv + 1), sizeof(double));
+  float* s = malloc((size_t)(Sk + 1) * sizeof(float)); /* dS of the row, rounded */
   if (!dq || !dk || !dv || !s) {
     free(dq), free(dk), free(dv), free(s);
     g_error = "out of memory";
@@ -131,42 +143,42 @@ static int backward(const fc_problem2* p, const fc_forward_args* a, const fc_bac
   }
   ++g_calls;
   for (int64_t b = 0; b < B; ++b) {
-    memset(dk, 0, (size_t)(Hk * Sk * Dk) * sizeof(float));
-    memset(dv, 0, (size_t)(Hk * Sk * Dv) * sizeof(float));
+    memset(dk, 0, (size_t)(Hk * Sk * Dk) * sizeof(double));
+    memset(dv, 0, (size_t)(Hk * Sk * Dv) * sizeof(double));
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t hk = h / group;
-      memset(dq, 0, (size_t)(Sq * Dk) * sizeof(float));
+      memset(dq, 0, (size_t)(Sq * Dk) * sizeof(double));
       for (int64_t i = 0; i < Sq; ++i) {
         const int64_t hi = visible_end(p, i);
         if (hi <= 0) continue; /* sees nothing: every gradient of it is 0 */
         const float lse = ((const float*)a->lse.data)[at(&a->lse, b, h, i, 0)];
-        float D = 0;
+        double D = 0;
         for (int64_t c = 0; c < Dv; ++c)
-          D += load(g->dout.data, at(&g->dout, b, h, i, c), d) * load(a->o.data, at(&a->o, b, h, i, c), d);
+          D += (double)load(g->dout.data, at(&g->dout, b, h, i, c), d) * load(a->o.data, at(&a->o, b, h, i, c), d);
         for (int64_t j = 0; j < hi; ++j) {
-          float dp = 0;
+          double dp = 0;
           for (int64_t c = 0; c < Dv; ++c)
-            dp += load(g->dout.data, at(&g->dout, b, h, i, c), d) * load(a->v.data, at(&a->v, b, hk, j, c), d);
-          const float P = expf(score(p, a, b, h, hk, i, j) - lse);
-          const float dS = P * (dp - D);
+            dp += (double)load(g->dout.data, at(&g->dout, b, h, i, c), d) * load(a->v.data, at(&a->v, b, hk, j, c), d);
+          const double P = exp((double)score(p, a, b, h, hk, i, j) - lse);
+          const float dS = rnd((float)(P * (dp - D)), d), Pr = rnd((float)P, d);
           s[j] = dS;
-          for (int64_t c = 0; c < Dv; ++c) dv[(hk * Sk + j) * Dv + c] += P * load(g->dout.data, at(&g->dout, b, h, i, c), d);
+          for (int64_t c = 0; c < Dv; ++c) dv[(hk * Sk + j) * Dv + c] += Pr * load(g->dout.data, at(&g->dout, b, h, i, c), d);
           if (flaw != DK_FIRST_HEAD || h % group == 0)
             for (int64_t c = 0; c < Dk; ++c) dk[(hk * Sk + j) * Dk + c] += scale * dS * load(a->q.data, at(&a->q, b, h, i, c), d);
         }
-        const float dq_scale = flaw == DQ_NO_SCALE ? 1.0f : scale;
+        const double dq_scale = flaw == DQ_NO_SCALE ? 1.0 : scale;
         for (int64_t j = 0; j < hi; ++j)
           for (int64_t c = 0; c < Dk; ++c) dq[i * Dk + c] += dq_scale * s[j] * load(a->k.data, at(&a->k, b, hk, j, c), d);
       }
       for (int64_t i = 0; i < Sq; ++i)
-        for (int64_t c = 0; c < Dk; ++c) store(g->dq.data, at(&g->dq, b, h, i, c), dq[i * Dk + c], d);
+        for (int64_t c = 0; c < Dk; ++c) store(g->dq.data, at(&g->dq, b, h, i, c), (float)dq[i * Dk + c], d);
     }
     for (int64_t hk = 0; hk < Hk; ++hk)
       for (int64_t j = 0; j < Sk; ++j) {
-        for (int64_t c = 0; c < Dk; ++c) store(g->dk.data, at(&g->dk, b, hk, j, c), dk[(hk * Sk + j) * Dk + c], d);
+        for (int64_t c = 0; c < Dk; ++c) store(g->dk.data, at(&g->dk, b, hk, j, c), (float)dk[(hk * Sk + j) * Dk + c], d);
         /* The last key of the last KV head of the last sequence keeps its poison. */
         if (flaw == DV_ROW_UNWRITTEN && b == B - 1 && hk == Hk - 1 && j == Sk - 1) continue;
-        for (int64_t c = 0; c < Dv; ++c) store(g->dv.data, at(&g->dv, b, hk, j, c), dv[(hk * Sk + j) * Dv + c], d);
+        for (int64_t c = 0; c < Dv; ++c) store(g->dv.data, at(&g->dv, b, hk, j, c), (float)dv[(hk * Sk + j) * Dv + c], d);
       }
   }
   /* The second call after a forward flips the last bit of dq's first element: the first and the
