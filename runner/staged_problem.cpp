@@ -154,6 +154,7 @@ bool Staging::logical_layout(Tensor t) const {
 }
 
 void Staging::fill(int buffer, uint8_t* dst) const {
+  if (bytes(buffer) == 0) return;  // not used by this launch (a forward's backward buffers, a side tensor)
   auto copy = [&](const auto& v) { std::memcpy(dst, v.data(), v.size() * sizeof(v[0])); };
   switch (buffer) {
     case kBufQ:
