@@ -127,17 +127,6 @@ void for_each_row(const Problem&, const Storage& st, Tensor t, F&& f) {
   st.for_each_row(t, [&](int64_t logical, int64_t stored, int64_t) { f(logical, stored); });
 }
 
-int64_t logical_elems(const Problem& p, Tensor t) {
-  switch (t) {
-    case Tensor::q: return p.q_elems();
-    case Tensor::k: return p.k_elems();
-    case Tensor::v: return p.v_elems();
-    case Tensor::o: return p.o_elems();
-    case Tensor::lse: return p.lse_elems();
-  }
-  return 0;
-}
-
 // Strides no extent can make overlap (each dimension at least 1 long): for the tensors a storage
 // is not used for. The problem's own contiguous strides would not do: a THD batch without tokens
 // has a head stride of 0, which the storage layer rightly calls overlapping.
@@ -247,12 +236,8 @@ Placed place(const Problem& p, Tensor t, const fc_tensor_view& v, const char* na
 }
 
 // The view's logical rows widened to fp32 (exact for every input dtype).
-std::vector<float> gather(const Problem& p, const Storage& st, Tensor t, const fc_tensor_view& v, DType d) {
-  std::vector<float> out(static_cast<size_t>(logical_elems(p, t)));
-  const int64_t w = st.width(t), bytes = dtype_bytes(d);
-  const char* base = static_cast<const char*>(v.data);
-  for_each_row(p, st, t, [&](int64_t l, int64_t s) { decode(d, base + s * bytes, w, out.data() + l); });
-  return out;
+std::vector<float> gather(const Problem&, const Storage& st, Tensor t, const fc_tensor_view& v, DType d) {
+  return st.decode(t, v.data, d);
 }
 
 void refuse_nonfinite(const Problem& p, Tensor t, const std::vector<float>& x, const char* name) {

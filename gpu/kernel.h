@@ -125,11 +125,35 @@ inline Window window_in(const Window& w, WindowConvention c) {
   return w;
 }
 
+// The backward pass (the plugin ABI's fc_backward_args as C++): gradients of the forward that
+// `fwd` describes (q, k, v, o and lse as the forward read and wrote them, side tensors included)
+// for the upstream gradient dout, written to dq, dk, dv in the layouts of q, k, v (dsinks [Hq] when
+// the problem has sinks, else null). Every element of dq, dk, dv is written (dK/dV of a KV head sum
+// over its query group). `deterministic`: bitwise equal gradients over repeats are asked for (a
+// kernel that declares BackwardCaps::deterministic honours it).
+struct BackwardArgs {
+  TensorRef dout, dq, dk, dv;
+  float* dsinks = nullptr;
+  bool deterministic = false;
+};
+using BackwardFn = void (*)(const Problem& p, const KernelArgs& fwd, const BackwardArgs& g);
+
+// What a kernel's backward computes: a subset of its forward's space (refusal() of the forward
+// first, then these). Empty vectors: as the forward.
+struct BackwardCaps {
+  std::vector<DType> dtypes;      // empty: the forward's
+  std::vector<int64_t> head_dims; // empty: the forward's
+  bool deterministic = false;     // bitwise reproducible when BackwardArgs::deterministic is set
+  bool variants = false;          // false: plain problems only (no window, softcap, ALiBi, sinks, varlen, paged)
+};
+
 struct KernelDef {
   std::string name;
   Capabilities caps;
   LaunchFn launch = nullptr;    // plain problems in contiguous BHSD (problem model 1 kernels)
   LaunchFn2 launch2 = nullptr;  // any problem its capabilities declare; preferred when set
+  BackwardFn backward = nullptr;  // null: the kernel has no backward pass
+  BackwardCaps backward_caps;
 };
 
 // Every kernel registered by the build, in registration order.

@@ -267,7 +267,7 @@ void validate_side_inputs(const Problem& p, const Inputs& in) {
   }
 }
 
-Inputs make_inputs(const Problem& p, uint64_t seed, Dist dist) {
+Inputs make_inputs(const Problem& p, uint64_t seed, Dist dist, bool backward) {
   validate(p);
   Inputs in;
   make_side_inputs(p, seed, in);
@@ -292,7 +292,7 @@ Inputs make_inputs(const Problem& p, uint64_t seed, Dist dist) {
     in.k = fill(p, p.total_kv() * p.heads_kv, p.head_dim_qk, seed, 2, dist, true, kseg);
     in.v = fill(p, p.total_kv() * p.heads_kv, p.head_dim_v, seed, 3, dist, false, kseg);
   }
-  if (dist == Dist::nonfinite) plant_nonfinite(p, seed, in);
+  if (dist == Dist::nonfinite) plant_nonfinite(p, seed, in, backward ? Planting::backward : Planting::forward);
   return in;
 }
 

@@ -63,7 +63,9 @@ void validate_side_inputs(const Problem& p, const Inputs& in);
 
 // Inputs for a problem: q, k, v from the distribution, and the side inputs the problem's variants
 // need (slopes, sinks, descales, block table), all from the same seed.
-Inputs make_inputs(const Problem& p, uint64_t seed, Dist dist = Dist::normal);
+// Dist::nonfinite plants its value where every correct kernel agrees with the oracle: a forward's
+// (default), or also its backward's (`backward`: reference/nonfinite_inputs.h). Other dists ignore it.
+Inputs make_inputs(const Problem& p, uint64_t seed, Dist dist = Dist::normal, bool backward = false);
 // The dequantized value of element x of q/k/v (fp8 problems), exact in double: x · descale.
 double descale_of(const Problem& p, const std::vector<float>& descale, int64_t b, int64_t kv_head);
 // Round every element to `d` in place.

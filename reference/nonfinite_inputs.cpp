@@ -63,24 +63,31 @@ bool scores_within(const Problem& p, const Inputs& in, const Sequences& seqs, in
   return true;
 }
 
-// The rows of sequence b that see some key: a value planted in another row's query reaches no
-// output, and the case would test nothing.
-std::vector<int64_t> seeing_rows(const Problem& p, int64_t b) {
+// The rows of sequence b that see some key (a value planted in another row's query reaches no
+// output, and the case would test nothing); for a backward, the rows that see every key (no
+// masked pair of theirs meets the value: nonfinite_inputs.h).
+std::vector<int64_t> seeing_rows(const Problem& p, int64_t b, Planting use) {
   std::vector<int64_t> rows;
-  for (int64_t i = 0; i < p.sq(b); ++i)
-    if (!visible_range(p, b, i).empty()) rows.push_back(i);
+  for (int64_t i = 0; i < p.sq(b); ++i) {
+    const KeyRange r = visible_range(p, b, i);
+    if (use == Planting::forward ? !r.empty() : (p.skv(b) > 0 && r.lo == 0 && r.hi == p.skv(b))) rows.push_back(i);
+  }
   return rows;
 }
-// A sequence with a row that sees a key, drawn uniformly; -1 if there is none.
-int64_t pick_sequence(const Problem& p, const CounterRng& rng) {
+// A sequence with such a row, drawn uniformly; -1 if there is none.
+int64_t pick_sequence(const Problem& p, const CounterRng& rng, Planting use) {
   std::vector<int64_t> some;
   for (int64_t b = 0; b < p.batch; ++b)
-    if (!seeing_rows(p, b).empty()) some.push_back(b);
+    if (!seeing_rows(p, b, use).empty()) some.push_back(b);
   return some.empty() ? -1 : some[static_cast<size_t>(pick(rng, 2, static_cast<int64_t>(some.size())))];
+}
+// Whether every row of sequence b sees every key (no masked pair at all).
+bool no_masked_pair(const Problem& p, int64_t b) {
+  return static_cast<int64_t>(seeing_rows(p, b, Planting::backward).size()) == p.sq(b);
 }
 
 // The three places, each returning false where it cannot plant (v: no key every row sees).
-struct Planting {
+struct Site {
   const Problem& p;
   Inputs& in;
   const CounterRng& rng;
@@ -88,6 +95,7 @@ struct Planting {
   int64_t b;
   bool inf;    // ±Inf wanted (else NaN)
   float sign;  // of the Inf planted
+  Planting use;
   float scale_sign() const { return p.softmax_scale() < 0 ? -1.0f : 1.0f; }
 
   bool in_v() {
@@ -119,7 +127,7 @@ struct Planting {
   }
 
   void in_q() {
-    const std::vector<int64_t> rows = seeing_rows(p, b);
+    const std::vector<int64_t> rows = seeing_rows(p, b, use);
     const int64_t h = pick(rng, 4, p.heads_q), d = pick(rng, 6, p.head_dim_qk);
     const int64_t i = rows[static_cast<size_t>(pick(rng, 5, static_cast<int64_t>(rows.size())))];
     float value = std::nanf("");
@@ -139,16 +147,20 @@ struct Planting {
 
 }  // namespace
 
-void plant_nonfinite(const Problem& p, uint64_t seed, Inputs& in) {
+void plant_nonfinite(const Problem& p, uint64_t seed, Inputs& in, Planting use) {
   const CounterRng rng(seed, kStream);
-  const int64_t b = pick_sequence(p, rng);
-  if (b < 0) return;  // no row sees any key: nothing planted could reach an output
+  // Forward: no row sees any key, nothing planted could reach an output. Backward: no row sees
+  // every key, anything planted meets a masked pair (nonfinite_inputs.h): the case runs finite.
+  const int64_t b = pick_sequence(p, rng, use);
+  if (b < 0) return;
   // ±Inf only where it stays Inf: softcap maps it to ±c, fp8 (e4m3) has none.
-  Planting at{p, in, rng, Sequences(p), b, rng.uniform(1) < 0.5 && p.softcap == 0 && !is_fp8(p.dtype),
-              rng.uniform(3) < 0.5 ? -1.0f : 1.0f};
+  Site at{p, in, rng, Sequences(p), b, rng.uniform(1) < 0.5 && p.softcap == 0 && !is_fp8(p.dtype),
+          rng.uniform(3) < 0.5 ? -1.0f : 1.0f, use};
   // A shared page holds keys of several sequences, and what one sequence's logical keys hold would
-  // reach another's through it: a problem with shared pages gets its value in q.
-  const double u = p.paged() && p.page_order == PageOrder::shared ? 0.0 : rng.uniform(0);
+  // reach another's through it: a problem with shared pages gets its value in q. So does a
+  // backward's sequence with a masked pair (k and v reach every row's D or P).
+  const bool q_only = (p.paged() && p.page_order == PageOrder::shared) || (use == Planting::backward && !no_masked_pair(p, b));
+  const double u = q_only ? 0.0 : rng.uniform(0);
   // k and v need a key every row of the sequence sees; without one the value goes to q.
   if (u < 1.0 / 3 || !(u < 2.0 / 3 ? at.in_k() : at.in_v())) at.in_q();
 }

@@ -17,6 +17,15 @@
 // weight of 0 times NaN or Inf is NaN; with no such key the value goes to q. Softcap turns ±Inf
 // scores finite and fp8 (e4m3) has none: there only NaN is planted. Shared pages of a paged cache
 // hold keys of several sequences: such a problem gets its value in q.
+//
+// For a backward pass (Planting::backward) masked pairs matter more: a GEMM over a tile multiplies
+// every pair, so dK_j += dS_ij·q_i reaches a key j that row i does not see as 0·q_i, and dS_ij =
+// P_ij·(dP_ij − D_i) is 0·NaN wherever D_i or dP_ij is not finite. Kernels differ there (FA2 and
+// cuDNN compute the products, a kernel may zero hidden pairs first), while the oracle's gradient of
+// a key a row does not see is exactly 0. So a backward case plants only where no masked pair meets
+// the value: in q, at a row that sees every key of its sequence (row i then is NaN, and so is
+// every dK and dV it feeds: every kernel agrees); in k or v only when every row sees every key.
+// Without such a row nothing is planted (the case runs finite).
 #pragma once
 #include <cstdint>
 
@@ -27,7 +36,10 @@ namespace flashcheck {
 
 inline constexpr double kInfSpread = 10;  // e^-10 ≈ 4.5e-5: far above f16's smallest weight, 2^-24
 
-// Plants one NaN or Inf into the logical q, k or v of `in` (drawn for p), from `seed`.
-void plant_nonfinite(const Problem& p, uint64_t seed, Inputs& in);
+enum class Planting { forward, backward };
+
+// Plants one NaN or Inf into the logical q, k or v of `in` (drawn for p), from `seed`, where every
+// correct kernel of `use` (a forward, or a forward and its backward) agrees with the oracle.
+void plant_nonfinite(const Problem& p, uint64_t seed, Inputs& in, Planting use = Planting::forward);
 
 }  // namespace flashcheck

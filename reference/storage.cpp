@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 
+#include "reference/dtype.h"
 #include "reference/sequences.h"
 
 namespace flashcheck {
@@ -161,6 +162,25 @@ void Storage::scatter(Tensor t, const float* logical, float* storage) const {
 
 void Storage::gather(Tensor t, const float* storage, float* logical) const {
   for_each_row(t, [&](int64_t l, int64_t s, int64_t w) { std::copy_n(storage + s, w, logical + l); });
+}
+
+std::vector<float> Storage::decode(Tensor t, const void* data, DType d) const {
+  std::vector<float> out(static_cast<size_t>(logical_elems(t)));
+  const int64_t bytes = dtype_bytes(d);
+  const char* base = static_cast<const char*>(data);
+  for_each_row(t, [&](int64_t l, int64_t s, int64_t w) { flashcheck::decode(d, base + s * bytes, w, out.data() + l); });
+  return out;
+}
+
+int64_t Storage::logical_elems(Tensor t) const {
+  switch (t) {
+    case Tensor::q: return p_.q_elems();
+    case Tensor::k: return p_.k_elems();
+    case Tensor::v: return p_.v_elems();
+    case Tensor::o: return p_.o_elems();
+    case Tensor::lse: return p_.lse_elems();
+  }
+  return 0;
 }
 
 void Storage::mark_covered(Tensor t, std::vector<char>& covered) const {

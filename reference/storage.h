@@ -56,6 +56,13 @@ class Storage {
   void scatter(Tensor t, const float* logical, float* storage) const;
   // Storage → logical: the logical rows gathered from `storage`.
   void gather(Tensor t, const float* storage, float* logical) const;
+  // Storage → logical from a kernel's own buffer: every row of t read from `data` (values of dtype
+  // d laid out as this storage says) and widened to fp32, exact for every dtype, into a vector of
+  // the logical tensor's size. What the harness reads of a kernel's outputs and gradients, and the
+  // C API of a caller's views.
+  std::vector<float> decode(Tensor t, const void* data, DType d) const;
+  // Elements of the logical tensor t (Inputs' layout): p.q_elems(), ..., p.lse_elems().
+  int64_t logical_elems(Tensor t) const;
   // Marks, in `covered` (elems(t) entries), every storage element a logical row maps to.
   void mark_covered(Tensor t, std::vector<char>& covered) const;
   // Calls f(logical offset, storage offset, width) for every row of t: the one walk that scatter,

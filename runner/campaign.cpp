@@ -15,6 +15,7 @@
 #include "fuzz/wide_grid.h"
 #include "runner/harness.h"
 #include "runner/shrink_candidates.h"
+#include "verify/backward_report.h"
 #include "verify/judge.h"
 
 namespace flashcheck {
@@ -201,12 +202,41 @@ Case campaign_case(const ProblemSpace& space, uint64_t seed, int64_t index, cons
                    " attempts (do the kernel's declared dtypes and layouts allow them together?)");
 }
 
-std::string repro_command(const std::string& variant, const Case& c, const std::string& plugin) {
+std::string repro_command(const std::string& variant, const Case& c, const std::string& plugin, bool backward) {
   std::ostringstream os;
-  os << "flashcheck run --kernel " << variant;
+  os << "flashcheck run " << (backward ? "--backward " : "") << "--kernel " << variant;
   if (!plugin.empty()) os << " --plugin " << shell_word(plugin);  // a path with spaces still runs
   os << " --problem \"" << to_string(c.problem) << "\" --dist " << to_string(c.dist) << " --input-seed " << c.seed;
   return os.str();
+}
+
+std::vector<std::string> CaseOutcome::failed() const {
+  if (!backward) return report.failed();
+  std::vector<std::string> f = backward->failed();
+  for (const std::string& c : report.failed()) f.push_back("forward: " + c);
+  return f;
+}
+
+std::string to_text(const CaseOutcome& o, bool repro) {
+  Report shown = o.report;
+  if (!repro) shown.repro.clear();
+  std::string t = to_text(shown);
+  if (o.backward) {
+    BackwardReport b = *o.backward;
+    if (!repro) b.repro.clear();
+    t += to_text(b);
+  }
+  return t;
+}
+
+CaseRunner forward_runner(const Variant& v, const CampaignOptions& opt) {
+  CaseRunner r;
+  r.space = v.caps();
+  r.run = [&v, max_rows = opt.max_rows, plugin = opt.plugin, oracle = opt.oracle](const Case& c, KernelWorker* worker,
+                                                                                    const WaitingFn& waiting, bool maps) {
+    return run_case(v, c, max_rows, plugin, worker, waiting, maps, oracle);
+  };
+  return r;
 }
 
 SupportsAnswer supports_of(const Variant& v, const Problem& p, KernelWorker* worker) {
@@ -214,6 +244,47 @@ SupportsAnswer supports_of(const Variant& v, const Problem& p, KernelWorker* wor
   SupportsAnswer a;
   a.refusal = v.unsupported(p);
   return a;
+}
+
+bool ended_by_supports(const SupportsAnswer& a, CaseOutcome& out, const UnjudgedFn& unjudged) {
+  if (a.abnormal) {  // its supports() crashed or hung: the kernel's failure, like its forward()'s
+    out.abnormal = a.abnormal;
+    unjudged(a.abnormal->criterion, a.abnormal->detail);
+  } else if (a.error) {
+    out.error = *a.error;
+    unjudged("kernel_error", *a.error);
+  } else if (a.refusal) {
+    out.skipped = *a.refusal;
+  }
+  return a.abnormal || a.error || a.refusal;
+}
+
+bool ended_by_run(const IsolatedRun& r, CaseOutcome& out, const UnjudgedFn& unjudged) {
+  if (r.abnormal && !r.in_backward) {
+    out.abnormal = r.abnormal;
+    unjudged(r.abnormal->criterion, r.abnormal->detail);
+    return true;
+  }
+  if (r.error) {
+    out.error = *r.error;
+    unjudged("kernel_error", *r.error);
+    return true;
+  }
+  return false;
+}
+
+std::optional<HarnessResult> run_in_process(const std::function<HarnessResult()>& run, CaseOutcome& out, const UnjudgedFn& unjudged) {
+  try {
+    return run();
+  } catch (const Declined& e) {
+    out.skipped = e.what();
+  } catch (const InvalidProblem&) {
+    throw;  // the problem or its inputs cannot be staged: nothing was tested (125), as isolated
+  } catch (const std::exception& e) {
+    out.error = e.what();
+    unjudged("kernel_error", e.what());
+  }
+  return std::nullopt;
 }
 
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
@@ -228,51 +299,19 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
     out.report.criteria.push_back({criterion, false, 1, 0, detail});
     out.report.repro = repro_command(v.name(), c, plugin);
   };
-  const SupportsAnswer supported = supports_of(v, p, worker);
-  if (supported.abnormal) {  // its supports() crashed or hung: the kernel's failure, like its forward()'s
-    out.abnormal = supported.abnormal;
-    unjudged(supported.abnormal->criterion, supported.abnormal->detail);
-    return out;
-  }
-  if (supported.error) {
-    out.error = *supported.error;
-    unjudged("kernel_error", *supported.error);
-    return out;
-  }
-  if (supported.refusal) {
-    out.skipped = *supported.refusal;
-    return out;
-  }
+  if (ended_by_supports(supports_of(v, p, worker), out, unjudged)) return out;
   const Inputs in = make_inputs(p, c.seed, c.dist);
   HarnessResult h;
   double kernel_seconds = 0;
   if (worker) {
     IsolatedRun r = worker->run(p, in, waiting);
-    if (r.abnormal) {
-      out.abnormal = r.abnormal;
-      unjudged(r.abnormal->criterion, r.abnormal->detail);
-      return out;
-    }
-    if (r.error) {
-      out.error = *r.error;
-      unjudged("kernel_error", *r.error);
-      return out;
-    }
+    if (ended_by_run(r, out, unjudged)) return out;
     h = std::move(*r.result);
     kernel_seconds = r.kernel_seconds;
   } else {
-    try {
-      h = run_variant(v, p, in);
-    } catch (const Declined& e) {
-      out.skipped = e.what();
-      return out;
-    } catch (const InvalidProblem&) {
-      throw;  // the problem or its inputs cannot be staged: nothing was tested (125), as isolated
-    } catch (const std::exception& e) {
-      out.error = e.what();
-      unjudged("kernel_error", e.what());
-      return out;
-    }
+    std::optional<HarnessResult> got = run_in_process([&] { return run_variant(v, p, in); }, out, unjudged);
+    if (!got) return out;
+    h = std::move(*got);
   }
   out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, false, oracle});
   if (maps_on_failure && !out.report.pass())
@@ -291,6 +330,15 @@ std::string to_text(const Reproduction& r) {
 
 Reproduction reproduce_case(const Variant& v, const Case& c, int runs, int64_t max_rows, const std::string& plugin,
                             const IsolationOptions& isolation, const CaseTimeLimit* limit, OracleChoice oracle) {
+  CampaignOptions opt;
+  opt.max_rows = max_rows;
+  opt.plugin = plugin;
+  opt.oracle = oracle;
+  return reproduce_case(v, forward_runner(v, opt), c, runs, plugin, isolation, limit);
+}
+
+Reproduction reproduce_case(const Variant& v, const CaseRunner& run, const Case& c, int runs, const std::string& plugin,
+                            const IsolationOptions& isolation, const CaseTimeLimit* limit) {
   Reproduction r;
   r.fresh_processes = isolation.enabled;
   for (int i = 0; i < runs; ++i) {
@@ -300,7 +348,7 @@ Reproduction reproduce_case(const Variant& v, const Case& c, int runs, int64_t m
       fresh = std::make_unique<KernelWorker>(v, plugin, isolation);
       if (limit) fresh->time_limit() = *limit;
     }
-    const CaseOutcome o = run_case(v, c, max_rows, plugin, fresh.get(), {}, false, oracle);
+    const CaseOutcome o = run.run(c, fresh.get(), {}, false);
     ++r.runs;
     r.failed += !o.passed && !o.skipped;
   }
@@ -309,6 +357,15 @@ Reproduction reproduce_case(const Variant& v, const Case& c, int runs, int64_t m
 
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin,
                            int max_steps, KernelWorker* worker, double budget_s, OracleChoice oracle, const ShrinkStepFn& on_step) {
+  CampaignOptions opt;
+  opt.max_rows = max_rows;
+  opt.plugin = plugin;
+  opt.oracle = oracle;
+  return shrink_failure(forward_runner(v, opt), std::move(failing), max_steps, worker, budget_s, on_step);
+}
+
+CaseOutcome shrink_failure(const CaseRunner& r, CaseOutcome failing, int max_steps, KernelWorker* worker, double budget_s,
+                           const ShrinkStepFn& on_step) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto over_budget = [&] { return budget_s > 0 && elapsed() > budget_s; };
@@ -327,7 +384,7 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
     // A hang affords only a few candidates: the smallest problems first, the inputs last.
     const bool try_normal = failing.c.dist != Dist::normal;
     if (try_normal && !hang) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
-    std::vector<Problem> fewer = smaller_problems(failing.c.problem, v.caps());
+    std::vector<Problem> fewer = smaller_problems(failing.c.problem, r.space);
     if (hang) std::stable_sort(fewer.begin(), fewer.end(), [](const Problem& a, const Problem& b) { return a.flops() < b.flops(); });
     for (const Problem& p : fewer) cands.push_back({p, failing.c.dist, failing.c.seed});
     if (try_normal && hang) cands.push_back({failing.c.problem, Dist::normal, failing.c.seed});
@@ -337,7 +394,7 @@ CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_ro
         steps = max_steps;  // no candidate fits what is left
         break;
       }
-      CaseOutcome o = run_case(v, c, max_rows, plugin, worker, {}, false, oracle);
+      CaseOutcome o = r.run(c, worker, {}, false);
       if (on_step) on_step(steps, elapsed(), o);
       if (!o.passed && !o.skipped) {
         failing = std::move(o);
@@ -370,65 +427,12 @@ Coverage::Point coverage_point(const Problem& p) {
           {"variants", variants_text(p)}};
 }
 
-std::optional<Tightness> tightest_criterion(const Report& r) {
-  std::optional<Tightness> best;
-  for (const Criterion& c : r.criteria) {
-    if (c.role != Criterion::Role::judged && c.pass) continue;  // held to nothing: says nothing about closeness
-    if (!std::isfinite(c.limit)) continue;
-    double ratio = limit_used(c);  // the report's own share of the limit
-    if (std::isnan(ratio)) ratio = INFINITY;
-    if (!c.pass) ratio = std::max(ratio, 1.0);
-    // On a tie (an exact kernel: every ratio 0) a criterion with a measured limit says more than a
-    // count held to 0: "rel_l2 0 ≤ 0.001 (0%)", not "unwritten 0 ≤ 0 (0%)".
-    const bool says_more = best && ratio == best->ratio && best->limit == 0 && c.limit > 0;
-    if (!best || ratio > best->ratio || says_more) best = Tightness{c.name, c.value, c.limit, ratio, -1, c.bound};
-  }
-  return best;
-}
-
-std::string to_text(const Tightness& t) {
-  Criterion c;
-  c.value = t.value;
-  c.limit = t.limit;
-  c.bound = t.bound;
-  std::string s = t.criterion + " " + comparison_text(c, 3);
-  if (std::isfinite(t.ratio)) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, " (%.0f%%)", 100 * t.ratio);
-    s += buf;
-  }
-  return s;
-}
-
-Progress::Progress(bool enabled, double every_s)
-    : enabled_(enabled), tty_(isatty(STDERR_FILENO) != 0), every_s_(every_s), last_(std::chrono::steady_clock::now()) {}
-
-Progress::~Progress() { finish(); }
-
-void Progress::update(const std::string& line) {
-  if (!enabled_) return;
-  if (tty_) {
-    std::fprintf(stderr, "\r%-100s", line.c_str());
-    open_line_ = true;
-    return;
-  }
-  const auto now = std::chrono::steady_clock::now();
-  if (std::chrono::duration<double>(now - last_).count() < every_s_) return;
-  last_ = now;
-  std::fprintf(stderr, "%s\n", line.c_str());
-}
-
-void Progress::finish() {
-  if (open_line_) std::fprintf(stderr, "\n");
-  open_line_ = false;
-}
-
 namespace {
 
 // A failing case as the campaign keeps it: shrunk within its budget (progress on stderr), with the
 // HTML page's error maps, and re-run from scratch before its reproduce line is printed.
-CaseOutcome keep_failure(const Variant& v, CaseOutcome o, int64_t index, const CampaignOptions& opt, KernelWorker* worker,
-                         Progress& progress, std::ostream& log) {
+CaseOutcome keep_failure(const Variant& v, const CaseRunner& run, CaseOutcome o, int64_t index, const CampaignOptions& opt,
+                         KernelWorker* worker, Progress& progress, std::ostream& log) {
   const bool hang = o.abnormal && o.abnormal->timed_out;
   double budget = opt.shrink_budget_s;
   if (budget <= 0 && worker) {
@@ -449,30 +453,27 @@ CaseOutcome keep_failure(const Variant& v, CaseOutcome o, int64_t index, const C
                     cand.passed ? "passes" : cand.skipped ? "skipped" : cand.abnormal ? cand.abnormal->detail.c_str() : "fails");
       progress.update(buf);
     };
-    shrunk = shrink_failure(v, std::move(o), opt.max_rows, opt.plugin, 200, worker, budget, opt.oracle, step);
+    shrunk = shrink_failure(run, std::move(o), 200, worker, budget, step);
     progress.finish();
   }
   // The HTML page needs the error maps: the kept case runs once more, in the same worker
   // (isolated like every run), and is judged with them.
   if (opt.error_maps && shrunk.judged())
-    if (CaseOutcome again = run_case(v, shrunk.c, opt.max_rows, opt.plugin, worker, {}, true, opt.oracle); again.report.maps)
-      shrunk.report = std::move(again.report);
-  const std::string cmd = repro_command(v.name(), shrunk.c, opt.plugin);
+    if (CaseOutcome again = run.run(shrunk.c, worker, {}, true); again.report.maps) shrunk.report = std::move(again.report);
+  const std::string cmd = repro_command(v.name(), shrunk.c, opt.plugin, run.backward);
   if (opt.confirm_runs <= 0) {
-    log << to_text(shrunk.report) << "  reproduce (shrunk): " << cmd << "\n";
+    log << to_text(shrunk) << "  reproduce (shrunk): " << cmd << "\n";
     return shrunk;
   }
   const bool shrunk_hang = shrunk.abnormal && shrunk.abnormal->timed_out;
-  shrunk.reproduced = reproduce_case(v, shrunk.c, shrunk_hang ? 1 : opt.confirm_runs, opt.max_rows, opt.plugin, opt.isolation,
-                                     worker ? &worker->time_limit() : nullptr, opt.oracle);
+  shrunk.reproduced = reproduce_case(v, run, shrunk.c, shrunk_hang ? 1 : opt.confirm_runs, opt.plugin, opt.isolation,
+                                     worker ? &worker->time_limit() : nullptr);
   const Reproduction& r = *shrunk.reproduced;
   if (r.confirmed()) {
-    log << to_text(shrunk.report) << "  reproduce (shrunk; " << to_text(r) << "): " << cmd << "\n";
+    log << to_text(shrunk) << "  reproduce (shrunk; " << to_text(r) << "): " << cmd << "\n";
   } else {
     // Not a reproduction: no plain "reproduce:" line for it anywhere in the text.
-    Report shown = shrunk.report;
-    shown.repro.clear();
-    log << to_text(shown) << "  FLAKY: " << to_text(r)
+    log << to_text(shrunk, false) << "  FLAKY: " << to_text(r)
         << "; the command may pass (a kernel that caches by pointer, races, or depends on its process's history): " << cmd << "\n";
   }
   return shrunk;
@@ -480,79 +481,18 @@ CaseOutcome keep_failure(const Variant& v, CaseOutcome o, int64_t index, const C
 
 }  // namespace
 
-CaseVerdict verdict_of(int64_t index, const Case& c, const CaseOutcome& o) {
-  CaseVerdict v;
-  v.index = index;
-  v.point = coverage_point(c.problem);
-  v.kind = o.skipped ? CaseVerdict::Kind::skipped : o.passed ? CaseVerdict::Kind::passed : CaseVerdict::Kind::failed;
-  if (o.skipped) {
-    v.skipped = *o.skipped;
-    return v;
-  }
-  v.judged = o.judged();
-  v.error = o.error.has_value();
-  v.abnormal = o.abnormal;
-  if (!o.passed) v.failed_by = o.report.failed();
-  if (v.judged) {
-    v.ulp_max = o.report.ulp_max;
-    if (o.report.compared > 0) v.cosine = o.report.cosine;  // a cosine over no element is no evidence (it reads 1)
-    v.tightest = tightest_criterion(o.report);
-    if (v.tightest) v.tightest->case_index = index;
-  }
-  return v;
-}
-
-void count_case(VariantSummary& s, const CaseVerdict& v) {
-  ++s.cases;
-  s.verdicts.push_back(v);
-  s.coverage.count(v.point, v.kind == CaseVerdict::Kind::skipped  ? Coverage::Outcome::skipped
-                            : v.kind == CaseVerdict::Kind::passed ? Coverage::Outcome::passed
-                                                                  : Coverage::Outcome::failed);
-  if (v.kind == CaseVerdict::Kind::skipped) {
-    ++s.skipped;
-    ++s.skipped_by[v.skipped];
-    return;
-  }
-  if (v.judged) {
-    ++s.judged;
-    s.worst_ulp = std::max(s.worst_ulp, v.ulp_max);
-    // worst_cos starts at NaN-to-be (finish_counts): the first cosine seen replaces the initial 1.
-    if (v.cosine) s.worst_cos = s.cosine_seen ? std::min(s.worst_cos, *v.cosine) : *v.cosine;
-    s.cosine_seen |= v.cosine.has_value();
-    if (v.tightest && (!s.tightest || v.tightest->ratio > s.tightest->ratio)) s.tightest = v.tightest;
-  }
-  s.errors += v.error;
-  if (v.abnormal) {
-    ++s.crashed;
-    s.timed_out += v.abnormal->timed_out;
-    if (!s.first_abnormal) s.first_abnormal = v.abnormal->detail;
-  }
-  if (v.kind == CaseVerdict::Kind::passed) {
-    ++s.passed;
-  } else {
-    ++s.failed;
-    for (const std::string& f : v.failed_by) ++s.failed_by[f];
-  }
-}
-
-void finish_counts(VariantSummary& s) {
-  if (!s.cosine_seen) s.worst_cos = std::nan("");
-}
-
-Keep keep_failure_rule(const CaseVerdict& v, int64_t kept, bool kept_hang, int64_t max_kept) {
-  if (v.lost) return Keep::lost;
-  if (v.abnormal && v.abnormal->timed_out && kept_hang) return Keep::hang_kept_already;
-  return kept < max_kept ? Keep::yes : Keep::enough_kept;
-}
-
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log) {
+  return run_campaign(v, forward_runner(v, opt), opt, log);
+}
+
+VariantSummary run_campaign(const Variant& v, const CaseRunner& run, const CampaignOptions& opt, std::ostream& log) {
   VariantSummary s;
   s.name = v.name();
   if (auto why = v.unavailable()) {
     s.unavailable = *why;
     return s;
   }
-  if (auto why = opt.variants.refusal(v.caps())) {
+  if (auto why = opt.variants.refusal(run.space)) {
     s.unavailable = *why;
     return s;
   }
@@ -560,7 +500,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
     s.unavailable = "--require with --load or --big: grown campaigns draw plain problems only";
     return s;
   }
-  const ProblemSpace space = space_for(v.caps(), opt);
+  const ProblemSpace space = space_for(run.space, opt);
   if (space.dtypes.empty()) {
     s.unavailable = "declares none of the requested dtypes";
     return s;
@@ -611,7 +551,7 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
       std::snprintf(buf, sizeof buf, "  [this case running %.0f s]", el);
       progress.update(line(i) + buf);
     };
-    CaseOutcome o = run_case(v, c, opt.max_rows, opt.plugin, worker.get(), waiting, false, opt.oracle);
+    CaseOutcome o = run.run(c, worker.get(), waiting, false);
     const CaseVerdict verdict = verdict_of(i, c, o);
     count_case(s, verdict);
     if (verdict.kind == CaseVerdict::Kind::failed) {
@@ -624,8 +564,8 @@ VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::o
         log << "  not kept: a hang of this kernel is kept already (shrinking and re-running another costs minutes)\n";
       } else if (keep == Keep::yes) {
         kept_hang |= o.abnormal && o.abnormal->timed_out;
-        s.failures.push_back(keep_failure(v, std::move(o), i, opt, worker.get(), progress, log));
-        s.repro.push_back(repro_command(s.name, s.failures.back().c, opt.plugin));
+        s.failures.push_back(keep_failure(v, run, std::move(o), i, opt, worker.get(), progress, log));
+        s.repro.push_back(repro_command(s.name, s.failures.back().c, opt.plugin, run.backward));
         s.failure_cases.push_back(i);
       }
       log.flush();

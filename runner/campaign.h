@@ -17,6 +17,7 @@
 #include "runner/variant_selection.h"
 #include "verify/coverage.h"
 #include "verify/expected.h"
+#include "verify/backward_criteria.h"
 #include "verify/report.h"
 
 namespace flashcheck {
@@ -79,10 +80,19 @@ struct CaseOutcome {
   std::optional<std::string> skipped;   // why, if skipped
   std::optional<std::string> error;     // the variant threw or returned an error: counts as failed
   std::optional<AbnormalEnd> abnormal;  // the kernel crashed, exited or hung (isolated runs): counts as failed
-  Report report;
+  Report report;                        // the forward's
+  // A backward case's (`run --backward`): the gradients' verdict, apart from the forward's; its
+  // checks say when the backward itself errored, crashed, hung, overran or was not deterministic.
+  std::optional<BackwardReport> backward;
   std::optional<Reproduction> reproduced;  // a kept failure, re-run before its reproduce line
   bool judged() const { return !skipped && !error && !abnormal; }
+  // The failed criteria: the forward's, or in a backward case the backward's ("dk: cosine",
+  // "determinism") and the forward's as "forward: <name>" (the C API's fc_check_backward names).
+  std::vector<std::string> failed() const;
 };
+// The case's reports as text (the forward's, then the backward's); without the reproduce lines
+// when `repro` is false (a flaky failure's).
+std::string to_text(const CaseOutcome& o, bool repro = true);
 
 // How close a judged case came to failing: the criterion nearest its limit. ratio is value/limit
 // for "at most" criteria and (1 - value)/(1 - limit) for cosine; 1 is the limit, a failure >= 1.
@@ -180,9 +190,32 @@ class Progress {
 // Called about once a second while an isolated kernel runs, with the seconds elapsed.
 using WaitingFn = std::function<void(double)>;
 
+// How a campaign runs one case: the forward's run_case, or the backward's (runner/backward_campaign.h).
+// Shrinking, re-running and the campaign loop go through it, so a failing gradient shrinks like a
+// failing output.
+struct CaseRunner {
+  std::function<CaseOutcome(const Case& c, KernelWorker* worker, const WaitingFn& waiting, bool maps_on_failure)> run;
+  Capabilities space;     // what the cases are drawn from and shrink candidates stay inside
+  bool backward = false;  // reproduce lines carry --backward
+};
+// The forward's: run_case with the campaign's options, over the kernel's capabilities.
+CaseRunner forward_runner(const Variant& v, const CampaignOptions& opt);
+
 // Whether the variant takes p: asked of `worker` when given (a plugin's supports() runs only
 // there, where a crash or hang is a verdict), else of the variant in this process.
 SupportsAnswer supports_of(const Variant& v, const Problem& p, KernelWorker* worker);
+
+// How a case ends before its output is judged, one rule for the forward's run_case and the
+// backward's (runner/backward_campaign.h). `unjudged(criterion, detail)` records the one failed
+// criterion of a case with no output. A crash, hang or error of supports() fails the case, a
+// refusal skips it (true: the case is over).
+using UnjudgedFn = std::function<void(const std::string& criterion, const std::string& detail)>;
+bool ended_by_supports(const SupportsAnswer& a, CaseOutcome& out, const UnjudgedFn& unjudged);
+// An isolated run that crashed, hung (before any backward) or reported an error (true: over).
+bool ended_by_run(const IsolatedRun& r, CaseOutcome& out, const UnjudgedFn& unjudged);
+// The kernel run in this process: a Declined skips the case, any other throw fails it (empty
+// then), InvalidProblem propagates (cannot test).
+std::optional<HarnessResult> run_in_process(const std::function<HarnessResult()>& run, CaseOutcome& out, const UnjudgedFn& unjudged);
 
 // Runs one case: the kernel's supports(), inputs from (problem, dist, seed), the variant through
 // the harness (in `worker`'s process when given), verdict. A passing case teaches the worker's
@@ -221,15 +254,21 @@ using ShrinkStepFn = std::function<void(int, double, const CaseOutcome&)>;
 CaseOutcome shrink_failure(const Variant& v, CaseOutcome failing, int64_t max_rows, const std::string& plugin = "",
                            int max_steps = 200, KernelWorker* worker = nullptr, double budget_s = 0,
                            OracleChoice oracle = OracleChoice::automatic, const ShrinkStepFn& on_step = {});
+CaseOutcome shrink_failure(const CaseRunner& r, CaseOutcome failing, int max_steps, KernelWorker* worker, double budget_s,
+                           const ShrinkStepFn& on_step = {});
 // Re-runs case c `runs` times from scratch: fresh inputs each time and, with `isolation` enabled,
 // a fresh worker process each time (whose time limit starts from `limit` when given). Counts the
 // runs that failed (a skip on a re-run counts as not failing).
 Reproduction reproduce_case(const Variant& v, const Case& c, int runs, int64_t max_rows, const std::string& plugin,
                             const IsolationOptions& isolation, const CaseTimeLimit* limit = nullptr,
                             OracleChoice oracle = OracleChoice::automatic);
+Reproduction reproduce_case(const Variant& v, const CaseRunner& r, const Case& c, int runs, const std::string& plugin,
+                            const IsolationOptions& isolation, const CaseTimeLimit* limit = nullptr);
 
 VariantSummary run_campaign(const Variant& v, const CampaignOptions& opt, std::ostream& log);
+// The same loop over the cases `r` runs (a backward campaign's).
+VariantSummary run_campaign(const Variant& v, const CaseRunner& r, const CampaignOptions& opt, std::ostream& log);
 
-std::string repro_command(const std::string& variant, const Case& c, const std::string& plugin = "");
+std::string repro_command(const std::string& variant, const Case& c, const std::string& plugin = "", bool backward = false);
 
 }  // namespace flashcheck

@@ -1,5 +1,7 @@
 #include "runner/campaign_json.h"
 
+#include "verify/backward_report.h"
+
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -42,6 +44,7 @@ std::string read_text(const nlohmann::json& x, const std::string& where) {
 
 nlohmann::json failure_json(const CaseOutcome& f, int64_t index, const std::string& page) {
   nlohmann::json fj = to_json(f.report);
+  if (f.backward) fj["backward"] = to_json(*f.backward);  // a backward case's gradients, apart from its forward's report
   if (f.reproduced) fj["reproduced"] = to_json(*f.reproduced);
   // The case as shrunk (its problem is the report's) and how it ended: the overview page says both.
   fj["case"] = index;

@@ -73,8 +73,9 @@ JunitCase failed_case(const std::string& classname, const VariantSummary& s, con
     const CaseOutcome& f = s.failures[k];
     const std::string repro = k < s.repro.size() ? s.repro[k] : f.report.repro;
     const bool flaky = f.reproduced && !f.reproduced->confirmed();
-    JunitCase t = report_case(f.report, classname, "case " + std::to_string(v.index), repro,
-                              flaky ? "flaky (" + to_text(*f.reproduced) + ")" : "");
+    const std::string note = flaky ? "flaky (" + to_text(*f.reproduced) + ")" : "";
+    JunitCase t = f.backward ? report_case(f.report, *f.backward, classname, "case " + std::to_string(v.index), repro, note)
+                             : report_case(f.report, classname, "case " + std::to_string(v.index), repro, note);
     t.outcome = JunitCase::Outcome::failed;  // the verdict failed, whatever the kept report says
     if (t.type.empty()) t.type = joined(v.failed_by);
     std::string how = "drawn as case " + std::to_string(v.index) + " (" + drawn + "), shrunk to " + to_string(f.c.problem) +

@@ -1,6 +1,7 @@
 // A plugin's kernels as data: what a describing worker process (runner/isolation.h) sends back
 // after loading the plugin, and the variants flashcheck's own process builds from it without ever
 // loading the plugin's code.
+#include <optional>
 #include <stdexcept>
 
 #include "runner/registry.h"
@@ -13,6 +14,7 @@ namespace {
 // its default in the parent. Its size changes when a field is added; then describe it here and in
 // the round trip of runner/reliability_test.cpp (Description.RoundTripsEveryField).
 static_assert(sizeof(Capabilities) == 352, "Capabilities changed: describe the new field in runner/described_variant.cpp");
+static_assert(sizeof(BackwardCaps) == 56, "BackwardCaps changed: describe the new field in runner/described_variant.cpp");
 
 template <class E>
 E enum_from(const nlohmann::json& j, int count, const char* field) {
@@ -111,9 +113,29 @@ Capabilities caps_from_json(const nlohmann::json& j) {
 
 // The parent's view of a kernel whose code is loaded only in worker processes. Its supports()
 // and forward() are asked of its KernelWorker; asking them here is a bug of flashcheck's.
+// A backward's declaration (null: none), for the same trip.
+nlohmann::json to_json(const BackwardCaps* b) {
+  if (!b) return nullptr;
+  nlohmann::json j{{"head_dims", b->head_dims}, {"deterministic", b->deterministic}, {"variants", b->variants}};
+  j["dtypes"] = nlohmann::json::array();
+  for (DType d : b->dtypes) j["dtypes"].push_back(static_cast<int>(d));
+  return j;
+}
+
+std::optional<BackwardCaps> backward_from_json(const nlohmann::json& j) {
+  if (j.is_null()) return std::nullopt;
+  BackwardCaps b;
+  for (const auto& d : j.at("dtypes")) b.dtypes.push_back(enum_from<DType>(d, 5, "backward dtype"));
+  b.head_dims = j.at("head_dims").get<std::vector<int64_t>>();
+  b.deterministic = j.at("deterministic").get<bool>();
+  b.variants = j.at("variants").get<bool>();
+  return b;
+}
+
 class DescribedVariant final : public Variant {
  public:
-  DescribedVariant(std::string name, Capabilities caps) : name_(std::move(name)), caps_(std::move(caps)) {}
+  DescribedVariant(std::string name, Capabilities caps, std::optional<BackwardCaps> backward)
+      : name_(std::move(name)), caps_(std::move(caps)), backward_(std::move(backward)) {}
   std::string name() const override { return name_; }
   const Capabilities& caps() const override { return caps_; }
   std::optional<std::string> unsupported(const Problem&) const override {
@@ -122,24 +144,31 @@ class DescribedVariant final : public Variant {
   void forward(const Problem&, const KernelArgs&) const override {
     throw std::logic_error("kernel '" + name_ + "' is loaded only in its worker process: run it through its KernelWorker");
   }
+  const BackwardCaps* backward_caps() const override { return backward_ ? &*backward_ : nullptr; }
+  void backward(const Problem&, const KernelArgs&, const BackwardArgs&) const override {
+    throw std::logic_error("kernel '" + name_ + "' is loaded only in its worker process: run its backward through its KernelWorker");
+  }
 
  private:
   std::string name_;
   Capabilities caps_;
+  std::optional<BackwardCaps> backward_;
 };
 
 }  // namespace
 
 nlohmann::json describe_variants(const std::vector<std::shared_ptr<Variant>>& variants) {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& v : variants) j.push_back({{"name", v->name()}, {"caps", to_json(v->caps())}});
+  for (const auto& v : variants) j.push_back({{"name", v->name()}, {"caps", to_json(v->caps())}, {"backward", to_json(v->backward_caps())}});
   return j;
 }
 
 std::vector<std::shared_ptr<Variant>> described_variants(const nlohmann::json& j) {
   std::vector<std::shared_ptr<Variant>> out;
   try {
-    for (const auto& e : j) out.push_back(std::make_shared<DescribedVariant>(e.at("name").get<std::string>(), caps_from_json(e.at("caps"))));
+    for (const auto& e : j)
+      out.push_back(std::make_shared<DescribedVariant>(e.at("name").get<std::string>(), caps_from_json(e.at("caps")),
+                                                       backward_from_json(e.at("backward"))));
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("malformed plugin description from the worker process: ") + e.what());
   }

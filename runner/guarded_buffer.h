@@ -34,6 +34,7 @@ class GuardedBuffer {
   GuardedBuffer& operator=(const GuardedBuffer&) = delete;
 
   uint8_t* payload_host() { return host_.data() + kGuardBytes; }
+  size_t payload_bytes() const { return payload_; }
   void* kernel_ptr() { return (mem_ == Memory::device ? dev_ : host_.data()) + kGuardBytes; }
   void upload() {
     if (mem_ == Memory::device) device::to_device(dev_, host_.data(), host_.size());

@@ -16,6 +16,10 @@ HarnessResult run_variant(const Variant& v, const Problem& p, const Inputs& in) 
   if (caps.memory == Memory::device) device::poison_shared_memory();
   st.launch(v);
   if (caps.memory == Memory::device) device::synchronize();
+  return finish_run(st, caps);
+}
+
+HarnessResult finish_run(StagedProblem& st, const Capabilities& caps) {
   int64_t oob = 0;
   for (auto& b : st.buf)
     if (b) {
@@ -26,7 +30,7 @@ HarnessResult run_variant(const Variant& v, const Problem& p, const Inputs& in) 
   // fails, naming where. Isolated host kernels fault on such a write (their inputs are mapped
   // read-only); this catches it in-process and on the device, at the cost of one comparison.
   for (int b = 0; b < kStagedBuffers; ++b) {
-    if (is_output_buffer(b) || !st.buf[static_cast<size_t>(b)]) continue;
+    if (is_output_buffer(b) || is_gradient_buffer(b) || !st.buf[static_cast<size_t>(b)]) continue;
     const int64_t at = st.staging.changed_byte(b, st.buffer(b).payload_host());
     if (at >= 0)
       throw std::runtime_error("it wrote into its input " + std::string(staged_buffer_name(b)) + " at byte " + std::to_string(at) +

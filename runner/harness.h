@@ -5,13 +5,23 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "reference/inputs.h"
 #include "runner/registry.h"
+#include "verify/backward_criteria.h"
 #include "verify/judge.h"
 
 namespace flashcheck {
+
+// A backward case's gradients (runner/backward_harness.h), beside its forward's outputs.
+struct BackwardOutputs {
+  KernelGradients gradients;               // logical layouts, poison kept
+  std::optional<std::string> error;        // the backward threw, returned an error or wrote an input
+  int64_t oob_writes = 0;                  // canary bytes that changed during the backward's calls
+  std::optional<std::string> nondeterministic;  // a deterministic backward's calls differed: where
+};
 
 struct HarnessResult {
   std::vector<float> o;                   // every row in the logical layout, widened to fp32, poison kept
@@ -20,6 +30,7 @@ struct HarnessResult {
   // Output elements outside every row (THD padding rows and their LSE) that no longer hold the
   // poison; absent when the problem's outputs have no such element.
   std::optional<int64_t> padding_written;
+  std::optional<BackwardOutputs> backward;  // backward cases only
 
   // What the judge reads (it converts LSE from the declared base).
   KernelOutput output() const {

@@ -402,6 +402,10 @@ struct KernelWorker::Impl {
         proc(v.name(), opt_),
         limit(v.caps().memory, opt_.time_limits, opt_.timeout_s) {}
 
+  // One run request (the forward) or, with d_out, one backward case's (KernelWorker::run_backward).
+  IsolatedRun exchange(const Problem& p, const Inputs& in, const std::vector<float>* d_out, int calls, bool deterministic,
+                       const std::function<void(double)>& waiting);
+
   // Starts the worker if none runs. Empty on success, else the run that says why it could not.
   std::optional<IsolatedRun> ensure_started(const std::function<void(double)>& waiting) {
     if (proc.alive()) return std::nullopt;
@@ -493,7 +497,17 @@ std::optional<AbnormalEnd> KernelWorker::unload() {
 }
 
 IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::function<void(double)>& waiting) {
-  Impl& w = *impl_;
+  return impl_->exchange(p, in, nullptr, 0, false, waiting);
+}
+
+IsolatedRun KernelWorker::run_backward(const Problem& p, const Inputs& in, const std::vector<float>& d_out, int calls,
+                                       bool deterministic, const std::function<void(double)>& waiting) {
+  return impl_->exchange(p, in, &d_out, std::max(1, calls), deterministic, waiting);
+}
+
+IsolatedRun KernelWorker::Impl::exchange(const Problem& p, const Inputs& in, const std::vector<float>* d_out, int calls,
+                                         bool deterministic, const std::function<void(double)>& waiting) {
+  Impl& w = *this;
   WorkerProcess& proc = w.proc;
   const auto t0 = std::chrono::steady_clock::now();
   auto finish = [&](IsolatedRun r) {
@@ -502,7 +516,7 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
   };
   // The problem and its inputs are checked here, before any worker: a bad one is the caller's
   // (InvalidProblem, cannot test), never the kernel's.
-  const Staging staging(p, in);
+  const Staging staging = d_out ? Staging(p, in, *d_out) : Staging(p, in);
   if (auto failed = w.ensure_started(waiting)) return finish(std::move(*failed));
 
   const BufferLayout l = layout_for(staging);
@@ -526,7 +540,8 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
   }
 
   proc.reset_control();
-  const std::string rq = request(kRun, p, &l, &staging.shape());
+  const std::string rq = d_out ? request(kBackward, p, &l, &staging.shape(), static_cast<uint32_t>(calls), deterministic)
+                               : request(kRun, p, &l, &staging.shape());
   const CaseTimeLimit::Limit limit = w.limit.for_problem(p);
   Reply rp{};
   const auto sent = std::chrono::steady_clock::now();
@@ -534,23 +549,45 @@ IsolatedRun KernelWorker::run(const Problem& p, const Inputs& in, const std::fun
       send_all(proc.sock, rq) ? proc.wait_reply(rp, limit.seconds, waiting) : WorkerProcess::Wait::closed;
   IsolatedRun out;
   out.kernel_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  // The kernel's outputs as the shared buffers hold them, their slack canaries counted (an underrun
+  // that stayed inside the first page): the forward's o and lse, and a backward case's gradients.
+  auto collect = [&](bool gradients) {
+    HarnessResult h = staging.collect(base + l.payload_off(kBufO), base + l.payload_off(kBufLse), w.lse_base != LseBase::none);
+    h.oob_writes = rp.oob_bytes;
+    auto slack = [&](int i) {
+      int64_t n = 0;
+      const uint8_t* r = base + l.buf[i].file_off;
+      for (uint64_t j = 0; j < l.buf[i].region - l.buf[i].payload; ++j) n += r[j] != canary_byte(j);
+      return n;
+    };
+    for (int i : {int{kBufO}, int{kBufLse}}) h.oob_writes += slack(i);
+    if (!d_out) return h;
+    BackwardOutputs& b = h.backward.emplace();
+    if (!gradients) return h;
+    b.oob_writes = rp.backward_oob_bytes;
+    for (int i : {int{kBufDq}, int{kBufDk}, int{kBufDv}, int{kBufDsinks}}) b.oob_writes += slack(i);
+    if (rp.backward_status != kOk) b.error = text_of(rp.backward_msg);
+    else b.gradients = staging.collect_gradients(base + l.payload_off(kBufDq), base + l.payload_off(kBufDk), base + l.payload_off(kBufDv),
+                                                 p.sinks ? base + l.payload_off(kBufDsinks) : nullptr);
+    if (rp.nondeterministic) b.nondeterministic = text_of(rp.backward_msg);
+    return h;
+  };
   if (got == WorkerProcess::Wait::timeout) {
+    out.in_backward = d_out && proc.control->in_kernel == kInBackward;
     proc.kill_and_reap();
     out.abnormal = AbnormalEnd{"kernel_crashed", "timed out after " + seconds_text(limit.seconds) + " s (" + limit.basis + ")", true};
   } else if (got == WorkerProcess::Wait::closed) {
+    out.in_backward = d_out && proc.control->in_kernel == kInBackward;
     out.abnormal = proc.describe(proc.reap(5.0), &l, "");
   } else if (rp.status != kOk) {
     out.error = message_of(rp);
     if (rp.exiting) proc.reap(5.0);
   } else {
-    HarnessResult h = staging.collect(base + l.payload_off(kBufO), base + l.payload_off(kBufLse), w.lse_base != LseBase::none);
-    h.oob_writes = rp.oob_bytes;
-    for (int i : {int{kBufO}, int{kBufLse}}) {  // outputs' slack: an underrun that stayed inside the first page
-      const uint8_t* r = base + l.buf[i].file_off;
-      for (uint64_t j = 0; j < l.buf[i].region - l.buf[i].payload; ++j) h.oob_writes += r[j] != canary_byte(j);
-    }
-    out.result = std::move(h);
+    out.result = collect(true);
+    if (rp.exiting) proc.reap(5.0);  // the backward's device error: CUDA errors are sticky
   }
+  // The forward returned before the backward crashed or hung: its outputs are in the shared buffers.
+  if (out.in_backward) out.result = collect(false);
   proc.end_output();
   return finish(std::move(out));
 }

@@ -63,6 +63,9 @@ struct IsolatedRun {
   std::optional<HarnessResult> result;   // the kernel returned
   std::optional<std::string> error;      // it reported an error (threw, or a plugin returned non-zero)
   std::optional<AbnormalEnd> abnormal;   // it crashed, exited or hung
+  // A backward case (run_backward): the abnormal end came in the backward's calls, after the
+  // forward returned; `result` then holds the forward's outputs (its `backward` no gradients).
+  bool in_backward = false;
   double seconds = 0;                    // wall time of the call, staging included
   double kernel_seconds = 0;             // from the request to the reply: the span the time limit applies to
 };
@@ -91,6 +94,11 @@ class KernelWorker {
   // Runs the kernel once on (p, in) in the worker. `waiting` is called about once a second while
   // the kernel runs, with the seconds elapsed (progress for long cases).
   IsolatedRun run(const Problem& p, const Inputs& in, const std::function<void(double)>& waiting = {});
+  // A backward case in the worker (runner/backward_harness.h's run_variant_backward there): the
+  // kernel's forward, then its backward `calls` times; the result's `backward` holds the gradients
+  // (or the backward's error, overrun and nondeterminism). One time limit covers all the calls.
+  IsolatedRun run_backward(const Problem& p, const Inputs& in, const std::vector<float>& d_out, int calls, bool deterministic,
+                           const std::function<void(double)>& waiting = {});
   // A built-in kernel's declared space, judged here; a plugin's supports(), called in the worker.
   SupportsAnswer supports(const Problem& p);
   // Unloads the plugin in the worker (its destructors and exit handlers run) and ends the worker;

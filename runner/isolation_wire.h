@@ -35,7 +35,10 @@ constexpr int kUnloadedExit = 97;
 constexpr const char* kModeKernel = "kernel";      // serve one kernel's cases
 constexpr const char* kModeDescribe = "describe";  // load a plugin, send its kernels' descriptions, end
 
-enum Op : uint32_t { kRun = 1, kSupports = 2, kUnload = 3 };
+enum Op : uint32_t { kRun = 1, kSupports = 2, kUnload = 3, kBackward = 4 };
+// Control::in_kernel while the worker is inside a call of the kernel: which one (a fault or a hang
+// in the backward is the backward's verdict, the forward's outputs still judged).
+enum InKernel : int32_t { kNotInKernel = 0, kInForward = 1, kInBackward = 2 };
 enum Status : int32_t { kOk = 0, kKernelError = 1, kSetupError = 2 };
 
 struct WireBuffer {
@@ -53,6 +56,8 @@ struct Request {
   uint64_t file_bytes;
   WireBuffer buf[kBuffers];
   LaunchShape shape;
+  uint32_t backward_calls;  // kBackward: how many times the backward is called
+  uint32_t deterministic;   // kBackward: BackwardArgs::deterministic
   uint64_t problem_bytes;
 };
 constexpr uint64_t kMaxProblemBytes = uint64_t{1} << 24;
@@ -65,6 +70,11 @@ struct Reply {
   int64_t oob_bytes;  // device canary bytes changed
   uint64_t payload_bytes;  // bytes that follow the reply (a described plugin's JSON)
   char msg[2000];
+  // kBackward, once the forward returned (status kOk): how the backward's calls went.
+  int32_t backward_status;  // kOk, or kKernelError with backward_msg saying why
+  int32_t nondeterministic; // the calls differed: backward_msg says where
+  int64_t backward_oob_bytes;  // device canary bytes the backward's calls changed
+  char backward_msg[2000];
 };
 
 // The memfd's first page. The worker's fault handler writes it; the parent reads it once the
@@ -105,8 +115,11 @@ inline BufferLayout layout_for(const Staging& s) {
 }
 
 // The bytes of one request: header and problem line (a run's buffers and shape with it).
-inline std::string request(Op op, const Problem& p, const BufferLayout* l = nullptr, const LaunchShape* shape = nullptr) {
+inline std::string request(Op op, const Problem& p, const BufferLayout* l = nullptr, const LaunchShape* shape = nullptr,
+                           uint32_t backward_calls = 0, bool deterministic = false) {
   Request r{};
+  r.backward_calls = backward_calls;
+  r.deterministic = deterministic;
   r.magic = kMagic;
   r.op = op;
   const std::string line = to_string(p);
@@ -155,5 +168,12 @@ inline void set_message(Reply& r, const std::string& s) {
 }
 
 inline std::string message_of(const Reply& r) { return std::string(r.msg, strnlen(r.msg, sizeof r.msg)); }
+
+inline void set_text(char (&to)[2000], const std::string& s) {
+  Reply r{};
+  set_message(r, s);
+  std::memcpy(to, r.msg, sizeof to);
+}
+inline std::string text_of(const char (&from)[2000]) { return std::string(from, strnlen(from, sizeof from)); }
 
 }  // namespace flashcheck::wire

@@ -6,6 +6,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runner/backward_harness.h"
 #include "runner/device.h"
 #include "runner/guarded_buffer.h"
 #include "runner/isolation.h"
@@ -94,8 +96,8 @@ struct WorkerMapping {
     base = nullptr;
     g_reserved_lo = g_reserved_hi = 0;
   }
-  // [guard | region q | guard | region k | ... | region descale_v | guard]; inputs (every buffer
-  // but o and lse) read-only for host kernels (the ABI passes them const).
+  // [guard | region q | guard | region k | ... | region dsinks | guard]; inputs (every buffer but
+  // o, lse and the gradients) read-only for host kernels (the ABI passes them const).
   void map(const Request& rq, bool host) {
     unmap();
     size_t total = kGuardRegion;
@@ -107,7 +109,7 @@ struct WorkerMapping {
     uint8_t* at = base + kGuardRegion;
     for (int i = 0; i < kBuffers; ++i) {
       const WireBuffer& b = rq.buf[i];
-      const int prot = host && !is_output_buffer(i) ? PROT_READ : PROT_READ | PROT_WRITE;
+      const int prot = host && !is_output_buffer(i) && !is_gradient_buffer(i) ? PROT_READ : PROT_READ | PROT_WRITE;
       void* m = mmap(at, b.region, prot, MAP_SHARED | MAP_FIXED, kShmFd, static_cast<off_t>(b.file_off));
       if (m == MAP_FAILED) throw std::runtime_error(std::string("worker: cannot map a buffer: ") + std::strerror(errno));
       payload[i] = at + (b.region - b.payload);
@@ -126,9 +128,9 @@ int64_t run_once(const Variant& v, const Problem& p, const Request& rq, WorkerMa
   std::array<void*, kBuffers> ptr{};
   if (v.caps().memory == Memory::host) {
     for (int i = 0; i < kBuffers; ++i) ptr[static_cast<size_t>(i)] = rq.buf[i].payload ? m.payload[i] : nullptr;
-    g_control->in_kernel = 1;
+    g_control->in_kernel = kInForward;
     v.forward(p, kernel_args(rq.shape, ptr, has_lse, nullptr));
-    g_control->in_kernel = 0;
+    g_control->in_kernel = kNotInKernel;
     return 0;
   }
   // Device memory: the payloads go to device buffers fenced by canaries, and come back.
@@ -140,10 +142,10 @@ int64_t run_once(const Variant& v, const Problem& p, const Request& rq, WorkerMa
     b[i]->upload();
     ptr[static_cast<size_t>(i)] = b[i]->kernel_ptr();
   }
-  g_control->in_kernel = 1;
+  g_control->in_kernel = kInForward;
   v.forward(p, kernel_args(rq.shape, ptr, has_lse, device::stream()));
   device::synchronize();
-  g_control->in_kernel = 0;
+  g_control->in_kernel = kNotInKernel;
   int64_t oob = 0;
   std::string wrote_input;
   for (int i = 0; i < kBuffers; ++i) {
@@ -162,6 +164,94 @@ int64_t run_once(const Variant& v, const Problem& p, const Request& rq, WorkerMa
     oob += b[i]->damaged_guard_bytes();
   }
   if (!wrote_input.empty()) throw std::runtime_error(wrote_input);
+  return oob;
+}
+
+// A backward case (kBackward): the forward, then the backward's calls (runner/backward_harness.h),
+// their outcome in the reply's backward fields. A throw of the forward propagates (the forward's
+// error); the backward's errors are the reply's. Returns the forward's device canary bytes changed.
+int64_t run_backward_once(const Variant& v, const Problem& p, const Request& rq, WorkerMapping& m, Reply& rp) {
+  const bool has_lse = v.caps().lse_base != LseBase::none;
+  const int calls = static_cast<int>(std::max<uint32_t>(1, rq.backward_calls));
+  const bool det = rq.deterministic != 0;
+  const std::vector<int> grads = gradient_buffers(p);
+  auto report = [&](const BackwardOutputs& b) {
+    rp.backward_oob_bytes = b.oob_writes;
+    if (b.error) {
+      rp.backward_status = kKernelError;
+      set_text(rp.backward_msg, *b.error);
+    } else if (b.nondeterministic) {
+      rp.nondeterministic = 1;
+      set_text(rp.backward_msg, *b.nondeterministic);
+    }
+  };
+  if (v.caps().memory == Memory::host) {
+    std::array<void*, kBuffers> ptr{};
+    for (int i = 0; i < kBuffers; ++i) ptr[static_cast<size_t>(i)] = rq.buf[i].payload ? m.payload[i] : nullptr;
+    const KernelArgs fwd = kernel_args(rq.shape, ptr, has_lse, nullptr);
+    g_control->in_kernel = kInForward;
+    v.forward(p, fwd);
+    g_control->in_kernel = kNotInKernel;
+    // O and LSE are the backward's inputs: read-only now, so a write faults at its first byte.
+    for (int i : {int{kBufO}, int{kBufLse}})
+      mprotect(m.payload[i] - (rq.buf[i].region - rq.buf[i].payload), rq.buf[i].region, PROT_READ);
+    std::vector<std::vector<uint8_t>> poison;  // the gradients as staged, to restore between calls
+    for (int b : grads) poison.emplace_back(m.payload[b], m.payload[b] + rq.buf[b].payload);
+    const BackwardArgs g = backward_args(rq.shape, ptr, det);
+    BackwardOutputs out;
+    try {
+      out.nondeterministic = repeat_backward(
+          calls, grads,
+          [&] {
+            g_control->in_kernel = kInBackward;
+            v.backward(p, fwd, g);
+            g_control->in_kernel = kNotInKernel;
+          },
+          [&] {
+            for (size_t i = 0; i < grads.size(); ++i) std::memcpy(m.payload[grads[i]], poison[i].data(), poison[i].size());
+          },
+          [&](int b) { return std::vector<uint8_t>(m.payload[b], m.payload[b] + rq.buf[b].payload); });
+    } catch (const std::exception& e) {
+      g_control->in_kernel = kNotInKernel;
+      out.error = e.what();
+    }
+    report(out);
+    return 0;
+  }
+  // Device memory: every buffer to the device, fenced; the forward; its outputs back to the shared
+  // buffers at once (a backward that crashes or hangs leaves them to be judged); then the calls.
+  StagedBuffers b;
+  for (int i = 0; i < kBuffers; ++i) {
+    if (!rq.buf[i].payload && (i > kBufLse && (i < kBufDout || i > kBufDv))) continue;  // a tensor the problem does not use
+    b[static_cast<size_t>(i)] = std::make_unique<GuardedBuffer>(Memory::device, rq.buf[i].payload);
+    std::memcpy(b[static_cast<size_t>(i)]->payload_host(), m.payload[i], rq.buf[i].payload);
+    b[static_cast<size_t>(i)]->upload();
+  }
+  std::array<void*, kBuffers> ptr{};
+  for (size_t i = 0; i < ptr.size(); ++i) ptr[i] = b[i] ? b[i]->kernel_ptr() : nullptr;
+  device::poison_shared_memory();
+  g_control->in_kernel = kInForward;
+  v.forward(p, kernel_args(rq.shape, ptr, has_lse, device::stream()));
+  device::synchronize();
+  g_control->in_kernel = kNotInKernel;
+  int64_t oob = 0;
+  for (int i = 0; i < kBuffers; ++i) {
+    if (!b[static_cast<size_t>(i)]) continue;
+    b[static_cast<size_t>(i)]->download();
+    oob += b[static_cast<size_t>(i)]->damaged_guard_bytes();
+    if (is_output_buffer(i)) {
+      std::memcpy(m.payload[i], b[static_cast<size_t>(i)]->payload_host(), rq.buf[i].payload);
+    } else if (!is_gradient_buffer(i) && std::memcmp(m.payload[i], b[static_cast<size_t>(i)]->payload_host(), rq.buf[i].payload) != 0) {
+      throw std::runtime_error("it wrote into its input " + std::string(staged_buffer_name(i)) + " (inputs are read-only)");
+    }
+  }
+  g_control->in_kernel = kInBackward;
+  const BackwardOutputs out = backward_calls(v, p, rq.shape, b, [&](int i, uint8_t* dst) { std::memcpy(dst, m.payload[i], rq.buf[i].payload); },
+                                             calls, det);
+  g_control->in_kernel = kNotInKernel;
+  for (int i : grads) std::memcpy(m.payload[i], b[static_cast<size_t>(i)]->payload_host(), rq.buf[i].payload);
+  report(out);
+  rp.exiting = out.error.has_value();  // a device error is sticky: the next case needs a fresh context
   return oob;
 }
 
@@ -253,6 +343,9 @@ Reply reply(Status s = kOk, const std::string& msg = "") {
         const std::optional<std::string> why = v->unsupported(p);
         rp.supported = !why;
         if (why) set_message(rp, *why);
+      } else if (rq.op == kBackward) {
+        m.map(rq, v->caps().memory == Memory::host);
+        rp.oob_bytes = run_backward_once(*v, p, rq, m, rp);
       } else {
         m.map(rq, v->caps().memory == Memory::host);
         rp.oob_bytes = run_once(*v, p, rq, m);

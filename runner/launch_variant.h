@@ -33,6 +33,13 @@ class KernelVariant final : public Variant {
     if (!p.plain()) throw std::logic_error("kernel '" + def_.name + "' was handed a problem beyond plain attention");
     def_.launch(p, a.q.data, a.k.data, a.v.data, a.o.data, static_cast<float*>(a.lse.data), a.stream);
   }
+  const BackwardCaps* backward_caps() const override { return def_.backward ? &def_.backward_caps : nullptr; }
+  void backward(const Problem& p, const KernelArgs& a, const BackwardArgs& g) const override {
+    if (!def_.backward) return Variant::backward(p, a, g);
+    Problem handed = p;  // the window in the kernel's convention, as its forward is handed it
+    handed.window = window_in(p.window, def_.caps.window_convention);
+    def_.backward(handed, a, g);
+  }
 
  private:
   KernelDef def_;

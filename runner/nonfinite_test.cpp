@@ -12,6 +12,7 @@
 #include "runner/campaign.h"
 #include "reference/mask.h"
 #include "reference/naive.h"
+#include "reference/sequences.h"
 #include "runner/registry.h"
 #include "testing/test_seed.h"
 
@@ -68,6 +69,61 @@ TEST(NonFinite, CampaignsDrawThemUnlessTheKernelDeclaresOtherwise) {
 
 // A kernel whose epilogue turns NaN and Inf into 0 passes every finite case: only the cases that
 // carry one catch it. Declared (FC_LIMIT_FINITE_INPUTS) it is drawn none, and passes.
+// A backward case plants its value only where no masked pair meets it (reference/
+// nonfinite_inputs.h): in q at a row that sees every key of its sequence, in k or v only when every
+// row of the sequence sees every key, or nowhere; the forward's placement on the same cases reaches
+// the other places too (the difference is what the backward's needs).
+TEST(NonFinite, ABackwardCaseMeetsNoMaskedPair) {
+  Capabilities caps;
+  caps.windows = true;  // sliding windows too: rows that see no key, or only some
+  caps.layouts = {Layout::bhsd, Layout::thd};
+  const ProblemSpace space = space_for(caps, CampaignOptions{});
+  const uint64_t seed = testing::seed_for(0x4a5);
+  int64_t planted = 0, finite = 0, forward_elsewhere = 0;
+  for (int64_t i = 0; i < 1500; ++i) {
+    const Case c = campaign_case(space, seed, i);
+    if (c.dist != Dist::nonfinite) continue;
+    const Problem& p = c.problem;
+    const Inputs in = make_inputs(p, c.seed, c.dist, /*backward=*/true);
+    const Sequences seqs(p);
+    bool found = false;
+    auto sees_all = [&](int64_t b, int64_t row) {
+      const KeyRange r = visible_range(p, b, row);
+      return p.skv(b) > 0 && r.lo == 0 && r.hi == p.skv(b);
+    };
+    for (int64_t b = 0; b < p.batch; ++b) {
+      bool unmasked = true;
+      for (int64_t row = 0; row < p.sq(b); ++row) unmasked = unmasked && sees_all(b, row);
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t row = 0; row < p.sq(b); ++row)
+          for (int64_t d = 0; d < p.head_dim_qk; ++d)
+            if (!std::isfinite(in.q[static_cast<size_t>(seqs.q_row(b, h, row) + d)])) {
+              found = true;
+              EXPECT_TRUE(sees_all(b, row)) << "q row " << row << " of sequence " << b << " does not see every key: "
+                                            << to_string(p) << " (campaign seed " << seed << " case " << i << ")";
+            }
+      for (int64_t hk = 0; hk < p.heads_kv; ++hk)
+        for (int64_t j = 0; j < p.skv(b); ++j) {
+          bool bad = false;
+          for (int64_t d = 0; d < p.head_dim_qk; ++d) bad = bad || !std::isfinite(in.k[static_cast<size_t>(seqs.k_row(b, hk, j) + d)]);
+          for (int64_t d = 0; d < p.head_dim_v; ++d) bad = bad || !std::isfinite(in.v[static_cast<size_t>(seqs.v_row(b, hk, j) + d)]);
+          if (!bad) continue;
+          found = true;
+          EXPECT_TRUE(unmasked) << "k or v of key " << j << " in a sequence with a masked pair: " << to_string(p)
+                                << " (campaign seed " << seed << " case " << i << ")";
+        }
+    }
+    (found ? planted : finite) += 1;
+    // The forward's placement of the same case, for contrast: it may use a masked row or key.
+    const Inputs fwd = make_inputs(p, c.seed, c.dist);
+    forward_elsewhere += fwd.q != in.q || fwd.k != in.k || fwd.v != in.v;
+  }
+  EXPECT_GE(planted, 10) << "campaign seed " << seed;  // most drawn cases still carry one
+  EXPECT_GE(forward_elsewhere, 1) << "campaign seed " << seed;
+  std::printf("backward placement: %lld planted, %lld left finite, %lld placed apart from the forward's\n",
+              static_cast<long long>(planted), static_cast<long long>(finite), static_cast<long long>(forward_elsewhere));
+}
+
 TEST(NonFinite, AKernelThatSquashesNaNFails) {
   CampaignOptions opt;
   opt.cases = 80;

@@ -23,6 +23,29 @@ fc_causal to_fc(Causal c) {
 }
 fc_tensor to_fc(const TensorRef& t) { return {t.data, t.stride_outer, t.stride_seq, t.stride_head, t.numel}; }
 
+// The forward's buffers as fc_forward_args: what forward() is handed, and backward() beside its gradients.
+fc_forward_args forward_args(const KernelArgs& a) {
+  fc_forward_args fa{};
+  fa.struct_size = sizeof fa;
+  fa.q = to_fc(a.q);
+  fa.k = to_fc(a.k);
+  fa.v = to_fc(a.v);
+  fa.o = to_fc(a.o);
+  fa.lse = to_fc(a.lse);
+  fa.cu_seqlens_q = a.cu_seqlens_q;
+  fa.cu_seqlens_kv = a.cu_seqlens_kv;
+  fa.seqused_kv = a.seqused_kv;
+  fa.block_table = a.block_table;
+  fa.cache_seqlens = a.cache_seqlens;
+  fa.alibi_slopes = a.alibi_slopes;
+  fa.sinks = a.sinks;
+  fa.descale_q = a.descale_q;
+  fa.descale_k = a.descale_k;
+  fa.descale_v = a.descale_v;
+  fa.stream = a.stream;
+  return fa;
+}
+
 // Fields fc_space (1.1) and fc_space2 share, as Capabilities, field for field, so the generators
 // and declared() treat a plugin exactly like a built-in kernel with the same declaration.
 template <class Space>
@@ -128,6 +151,10 @@ class Plugin2Variant final : public Variant {
   Plugin2Variant(std::shared_ptr<void> lib, const fc_kernel2* k)
       : lib_(std::move(lib)), k_(k), name_(k->name), caps_(base_caps(k->memory, k->lse_base, k->empty_lse)) {
     if (const fc_space2* s = declared_space(k)) apply_space(*s);
+    // fc_kernel2 declares no space of the backward's own: it takes the forward's (every variant
+    // the forward declares; supports() still decides), deterministic when the flag says so.
+    backward_caps_.variants = true;
+    backward_caps_.deterministic = (k->flags & FC_KERNEL_DETERMINISTIC_BACKWARD) != 0;
   }
   std::string name() const override { return name_; }
   const Capabilities& caps() const override { return caps_; }
@@ -142,25 +169,24 @@ class Plugin2Variant final : public Variant {
   }
   void forward(const Problem& p, const KernelArgs& a) const override {
     fc_problem2 fp = to_fc2(p, &a, caps_.window_convention);
-    fc_forward_args fa{};
-    fa.struct_size = sizeof fa;
-    fa.q = to_fc(a.q);
-    fa.k = to_fc(a.k);
-    fa.v = to_fc(a.v);
-    fa.o = to_fc(a.o);
-    fa.lse = to_fc(a.lse);
-    fa.cu_seqlens_q = a.cu_seqlens_q;
-    fa.cu_seqlens_kv = a.cu_seqlens_kv;
-    fa.seqused_kv = a.seqused_kv;
-    fa.block_table = a.block_table;
-    fa.cache_seqlens = a.cache_seqlens;
-    fa.alibi_slopes = a.alibi_slopes;
-    fa.sinks = a.sinks;
-    fa.descale_q = a.descale_q;
-    fa.descale_k = a.descale_k;
-    fa.descale_v = a.descale_v;
-    fa.stream = a.stream;
+    const fc_forward_args fa = forward_args(a);
     const int rc = k_->forward(&fp, &fa);
+    if (rc != 0) throw returned(name_, rc, k_->last_error);
+  }
+  const BackwardCaps* backward_caps() const override { return k_->backward ? &backward_caps_ : nullptr; }
+  void backward(const Problem& p, const KernelArgs& a, const BackwardArgs& g) const override {
+    if (!k_->backward) return Variant::backward(p, a, g);
+    fc_problem2 fp = to_fc2(p, &a, caps_.window_convention);
+    const fc_forward_args fa = forward_args(a);
+    fc_backward_args ga{};
+    ga.struct_size = sizeof ga;  // a plugin reads only the fields its own struct_size covers
+    ga.dout = to_fc(g.dout);
+    ga.dq = to_fc(g.dq);
+    ga.dk = to_fc(g.dk);
+    ga.dv = to_fc(g.dv);
+    ga.dsinks = g.dsinks;
+    ga.deterministic = g.deterministic ? 1 : 0;
+    const int rc = k_->backward(&fp, &fa, &ga);
     if (rc != 0) throw returned(name_, rc, k_->last_error);
   }
 
@@ -201,6 +227,7 @@ class Plugin2Variant final : public Variant {
   const fc_kernel2* k_;
   std::string name_;
   Capabilities caps_;
+  BackwardCaps backward_caps_;
 };
 
 }  // namespace

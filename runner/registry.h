@@ -40,7 +40,25 @@ class Variant {
   virtual void forward(const Problem& p, const KernelArgs& a) const = 0;
   // How the judge reads this variant's outputs, for problem p (tiles depend on the head dim).
   Declared declared(const Problem& p) const;
+
+  // The backward pass (gpu/kernel.h: BackwardFn's contract), for `run --backward`. Null: the
+  // variant has none. A built-in kernel's are its KernelDef's; a plugin's backward takes its
+  // forward's declared space (fc_kernel2 declares nothing else) with its determinism flag.
+  virtual const BackwardCaps* backward_caps() const { return nullptr; }
+  // Gradients of the forward `fwd` describes (its buffers as the forward read and wrote them) into
+  // g's buffers, in the declared memory; the window is flashcheck's, converted where it is handed
+  // on, as in forward(). Throws std::logic_error for a variant without a backward, and
+  // std::runtime_error on any kernel or CUDA error.
+  virtual void backward(const Problem& p, const KernelArgs& fwd, const BackwardArgs& g) const;
+  // Why the backward does not take p by its declaration (backward_space), or empty; the forward's
+  // own refusal (unsupported(), a plugin's supports()) is asked apart. Without a backward: says so.
+  std::optional<std::string> backward_refusal(const Problem& p) const;
 };
+
+// The problems a kernel's backward computes: its forward's space narrowed by what the backward
+// declares (dtypes and head dims where listed; plain problems only unless it declares variants).
+// Campaigns draw backward cases from this, so few are wasted.
+Capabilities backward_space(const Capabilities& forward, const BackwardCaps& b);
 
 class Registry {
  public:

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runner/device.h"
+#include "reference/replica_backward.h"
 #include "verify/metrics.h"
 
 namespace flashcheck {
@@ -17,7 +18,8 @@ constexpr Tensor kTensors[] = {Tensor::q, Tensor::k, Tensor::v, Tensor::o, Tenso
 constexpr const char* kNames[kStagedBuffers] = {"q",          "k",           "v",           "o",         "lse",
                                                 "cu_seqlens_q", "cu_seqlens_kv", "seqused_kv", "block_table",
                                                 "cache_seqlens", "alibi_slopes", "sinks",    "descale_q", "descale_k",
-                                                "descale_v"};
+                                                "descale_v",  "dout",        "dq",          "dk",          "dv",
+                                                "dsinks"};
 
 size_t as_size(int64_t n) { return static_cast<size_t>(n); }
 
@@ -75,6 +77,32 @@ KernelArgs kernel_args(const LaunchShape& s, const std::array<void*, kStagedBuff
   return a;
 }
 
+BackwardArgs backward_args(const LaunchShape& s, const std::array<void*, kStagedBuffers>& ptr, bool deterministic) {
+  BackwardArgs g;
+  // Each gradient shares its forward tensor's storage (strides and span): dO o's, dq q's, ...
+  auto ref = [&](int b, int as) {
+    return TensorRef{ptr[static_cast<size_t>(b)], s.strides[as][0], s.strides[as][1], s.strides[as][2], s.numel[as]};
+  };
+  g.dout = ref(kBufDout, kBufO);
+  g.dq = ref(kBufDq, kBufQ);
+  g.dk = ref(kBufDk, kBufK);
+  g.dv = ref(kBufDv, kBufV);
+  g.dsinks = static_cast<float*>(ptr[kBufDsinks]);
+  g.deterministic = deterministic;
+  return g;
+}
+
+Staging::Staging(const Problem& p, const Inputs& in, const std::vector<float>& d_out) : Staging(p, in) {
+  require_values(d_out, p.o_elems(), "dout");
+  d_out_ = &d_out;
+  const size_t gb = static_cast<size_t>(dtype_bytes(gradient_dtype(p)));
+  bytes_[kBufDout] = as_size(st_.elems(Tensor::o)) * static_cast<size_t>(dtype_bytes(p.o_dtype()));
+  bytes_[kBufDq] = as_size(st_.elems(Tensor::q)) * gb;
+  bytes_[kBufDk] = as_size(st_.elems(Tensor::k)) * gb;
+  bytes_[kBufDv] = as_size(st_.elems(Tensor::v)) * gb;
+  bytes_[kBufDsinks] = p.sinks ? as_size(p.heads_q) * 4 : 0;
+}
+
 Staging::Staging(const Problem& p, const Inputs& in) : p_(p), in_(in), st_(p, in, kPadTokens) {
   // Storage validated the problem (and, for a paged cache, the block table). The lengths must fit
   // the side tensors' int32, and the inputs the problem: they are copied into buffers sized by it.
@@ -126,14 +154,16 @@ bool Staging::logical_layout(Tensor t) const {
 }
 
 void Staging::fill(int buffer, uint8_t* dst) const {
+  if (bytes(buffer) == 0) return;  // not used by this launch (a forward's backward buffers, a side tensor)
   auto copy = [&](const auto& v) { std::memcpy(dst, v.data(), v.size() * sizeof(v[0])); };
   switch (buffer) {
     case kBufQ:
     case kBufK:
-    case kBufV: {
-      const Tensor t = kTensors[buffer];
-      const std::vector<float>& x = t == Tensor::q ? in_.q : t == Tensor::k ? in_.k : in_.v;
-      const DType d = p_.dtype;
+    case kBufV:
+    case kBufDout: {
+      const Tensor t = buffer == kBufDout ? Tensor::o : kTensors[buffer];
+      const std::vector<float>& x = buffer == kBufDout ? *d_out_ : t == Tensor::q ? in_.q : t == Tensor::k ? in_.k : in_.v;
+      const DType d = buffer == kBufDout ? p_.o_dtype() : p_.dtype;
       const int64_t eb = dtype_bytes(d);
       if (logical_layout(t)) {
         encode(d, x.data(), static_cast<int64_t>(x.size()), dst);
@@ -145,6 +175,15 @@ void Staging::fill(int buffer, uint8_t* dst) const {
       encode(d, &nan, 1, one);
       fill_pattern(dst, one, static_cast<int>(eb), st_.elems(t));
       each_row(t, [&](int64_t l, int64_t s, int64_t w) { encode(d, x.data() + l, w, dst + s * eb); });
+      return;
+    }
+    case kBufDq:
+    case kBufDk:
+    case kBufDv:
+    case kBufDsinks: {  // the gradients: poisoned everywhere, like o
+      const DType d = buffer == kBufDsinks ? DType::f32 : gradient_dtype(p_);
+      const uint32_t bits = poison_bits(d);
+      fill_pattern(dst, &bits, dtype_bytes(d), static_cast<int64_t>(bytes(buffer)) / dtype_bytes(d));
       return;
     }
     case kBufO:
@@ -172,9 +211,12 @@ HarnessResult Staging::collect(const uint8_t* o, const uint8_t* lse, bool with_l
   HarnessResult r;
   const DType od = p_.o_dtype();
   const int64_t eb = dtype_bytes(od);
-  r.o.resize(as_size(p_.o_elems()));
-  if (logical_layout(Tensor::o)) decode(od, o, p_.o_elems(), r.o.data());
-  else each_row(Tensor::o, [&](int64_t l, int64_t s, int64_t w) { decode(od, o + s * eb, w, r.o.data() + l); });
+  if (logical_layout(Tensor::o)) {
+    r.o.resize(as_size(p_.o_elems()));
+    decode(od, o, p_.o_elems(), r.o.data());
+  } else {
+    r.o = st_.decode(Tensor::o, o, od);
+  }
   if (with_lse) {
     std::vector<float> l(as_size(p_.lse_elems()));
     each_row(Tensor::lse, [&](int64_t li, int64_t s, int64_t) { std::memcpy(&l[as_size(li)], lse + s * 4, 4); });
@@ -200,6 +242,17 @@ HarnessResult Staging::collect(const uint8_t* o, const uint8_t* lse, bool with_l
   return r;
 }
 
+KernelGradients Staging::collect_gradients(const uint8_t* dq, const uint8_t* dk, const uint8_t* dv, const uint8_t* dsinks) const {
+  const DType gd = gradient_dtype(p_);
+  KernelGradients g{st_.decode(Tensor::q, dq, gd), st_.decode(Tensor::k, dk, gd), st_.decode(Tensor::v, dv, gd), std::nullopt};
+  if (p_.sinks && dsinks) {
+    std::vector<float> s(as_size(p_.heads_q));
+    std::memcpy(s.data(), dsinks, s.size() * 4);
+    g.dsinks = std::move(s);
+  }
+  return g;
+}
+
 int64_t Staging::changed_byte(int buffer, const uint8_t* now) const {
   std::vector<uint8_t> staged(bytes(buffer));
   fill(buffer, staged.data());
@@ -207,22 +260,36 @@ int64_t Staging::changed_byte(int buffer, const uint8_t* now) const {
   return a == staged.end() ? -1 : a - staged.begin();
 }
 
-StagedProblem::StagedProblem(Memory mem, const Problem& p, const Inputs& in) : staging(p, in) {
+namespace {
+// Every buffer the staging uses, in `mem`, filled and uploaded: the five tensors always (and the
+// backward's four with it), side tensors where the problem has them.
+void stage(Memory mem, const Staging& staging, StagedBuffers& buf) {
   for (int b = 0; b < kStagedBuffers; ++b) {
     const size_t n = staging.bytes(b);
-    const bool always = b <= kBufLse;  // the five tensors exist for every problem
+    const bool always = b <= kBufLse || (staging.backward() && b >= kBufDout && b <= kBufDv);
     if (!n && !always) continue;
     buf[static_cast<size_t>(b)] = std::make_unique<GuardedBuffer>(mem, n);
     staging.fill(b, buf[static_cast<size_t>(b)]->payload_host());
     buf[static_cast<size_t>(b)]->upload();
   }
 }
+}  // namespace
+
+StagedProblem::StagedProblem(Memory mem, const Problem& p, const Inputs& in) : staging(p, in) { stage(mem, staging, buf); }
+
+StagedProblem::StagedProblem(Memory mem, const Problem& p, const Inputs& in, const std::vector<float>& d_out) : staging(p, in, d_out) {
+  stage(mem, staging, buf);
+}
+
+std::array<void*, kStagedBuffers> StagedProblem::kernel_ptrs() {
+  std::array<void*, kStagedBuffers> ptr{};
+  for (size_t b = 0; b < ptr.size(); ++b) ptr[b] = buf[b] ? buf[b]->kernel_ptr() : nullptr;
+  return ptr;
+}
 
 void StagedProblem::launch(const Variant& var) {
   const bool dev = var.caps().memory == Memory::device;
-  std::array<void*, kStagedBuffers> ptr{};
-  for (size_t b = 0; b < ptr.size(); ++b) ptr[b] = buf[b] ? buf[b]->kernel_ptr() : nullptr;
-  const KernelArgs a = kernel_args(staging.shape(), ptr, var.caps().lse_base != LseBase::none, dev ? device::stream() : nullptr);
+  const KernelArgs a = kernel_args(staging.shape(), kernel_ptrs(), var.caps().lse_base != LseBase::none, dev ? device::stream() : nullptr);
   var.forward(staging.problem(), a);
 }
 

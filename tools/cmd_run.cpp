@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runner/backward_campaign.h"
 #include "runner/campaign.h"
 #include "runner/campaign_json.h"
 #include "runner/bench.h"
@@ -28,6 +29,7 @@
 #include "tools/output.h"
 #include "reference/gpu_oracle.h"
 #include "verify/check_file.h"
+#include "verify/backward_report.h"
 #include "verify/report_junit.h"
 
 namespace flashcheck::cli {
@@ -90,6 +92,29 @@ IsolationOptions isolation_from(bool no_isolation, double timeout, double load_t
   return iso;
 }
 
+// `run --backward` with options it cannot honour: refused before anything runs (125).
+void refuse_for_backward(const CLI::App& cmd, const CampaignOptions& c) {
+  for (const char* opt : {"--gpus", "--worker-timeout", "--shard", "--html"})
+    if (cmd.count(opt))
+      throw CannotTest(std::string("--backward with ") + opt +
+                       ": not supported yet (backward campaigns run unsharded on one device, and gradients have no HTML page)");
+  if (auto why = backward_campaign_refusal(c)) throw CannotTest(*why);
+}
+
+// A backward campaign's kernels: a named one must have a backward pass; `all` keeps those that do.
+void keep_backward_kernels(std::vector<Selected>& variants, const std::string& which) {
+  std::vector<Selected> kept;
+  std::string without;
+  for (Selected& s : variants) {
+    if (s.v->backward_caps()) kept.push_back(std::move(s));
+    else without += (without.empty() ? "" : ", ") + s.v->name();
+  }
+  if (kept.empty())
+    throw CannotTest(which == "all" ? "--backward: no kernel has a backward pass (" + without + " have none)"
+                                    : "kernel " + which + " has no backward pass");
+  variants = std::move(kept);
+}
+
 // For work that prints nothing for long stretches (one benchmark measurement): a line on stderr
 // every few seconds, from a thread, until it is destroyed.
 class Heartbeat {
@@ -131,7 +156,7 @@ void add_run(CLI::App& app, Action& action) {
     CampaignOptions c;
     uint64_t input_seed = 1;
     double timeout = 0, load_timeout = 0;
-    bool no_shrink = false, no_isolation = false;
+    bool no_shrink = false, no_isolation = false, backward = false;
     std::string html, gpus, junit;
     double worker_timeout = 0;
   };
@@ -169,6 +194,10 @@ void add_run(CLI::App& app, Action& action) {
       ->check(positive_number(1e6));
   cmd->add_option("--load-timeout", o->load_timeout, "seconds a plugin may take to load (default 60)")->check(positive_number(1e6));
   cmd->add_flag("--no-shrink", o->no_shrink, "report failures as drawn");
+  cmd->add_flag("--backward", o->backward,
+                "campaign of each kernel's backward pass: its forward feeds its backward, dO from the case's seed, dQ, dK, "
+                "dV (and the sinks' gradient) judged against the fp64 backward oracle apart from the forward's output; a "
+                "kernel that declares a deterministic backward is called 3 times and must give the same bits");
   cmd->add_flag("--load", o->c.load,
                 "production load: cases grown (keeping their tile-boundary residues) to B*Hq >= 32 and sequences >= 1000; "
                 "defaults become --max-seq 4096 --max-work 1e10 --max-rows 512 (sampled rows keep every q-tile's edges)");
@@ -194,6 +223,7 @@ void add_run(CLI::App& app, Action& action) {
       // Report paths first: a campaign whose reports cannot be written is refused before it runs.
       outputs.require_writable();
       if (!o->html.empty()) require_writable_dir("--html", o->html);
+      if (o->backward) refuse_for_backward(*cmd, o->c);
       if (!o->gpus.empty() || o->worker_timeout > 0)  // a worker per GPU, each a `run --shard k/N` (tools/gpus.h)
         return run_on_gpus({o->gpus, o->worker_timeout, o->html, cmd->count("--shard") > 0, !o->problem.empty()}, outputs);
       if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too
@@ -225,6 +255,7 @@ void add_run(CLI::App& app, Action& action) {
       o->c.isolation = isolation_from(o->no_isolation, o->timeout, o->load_timeout, "run");
       o->c.confirm_runs = 3;  // no reproduce line without its re-runs
       auto variants = select(o->kernel, o->plugins, true, o->no_isolation ? nullptr : &o->c.isolation);
+      if (o->backward) keep_backward_kernels(variants, o->kernel);
       if (!o->problem.empty()) {  // one case: the reproduction of a failure
         Case c{parse_problem(o->problem), parse_dist(o->dist), o->input_seed};
         int rc = kCannotTest;
@@ -244,7 +275,11 @@ void add_run(CLI::App& app, Action& action) {
           }
           std::unique_ptr<KernelWorker> worker;
           if (o->c.isolation.enabled) worker = std::make_unique<KernelWorker>(*v, plugin, o->c.isolation);
-          CaseOutcome out = run_case(*v, c, kDefaultMaxRows, plugin, worker.get(), {}, !o->html.empty(), o->c.oracle);
+          CampaignOptions one = o->c;
+          one.plugin = plugin;
+          one.max_rows = kDefaultMaxRows;
+          const CaseRunner runner = o->backward ? backward_runner(*v, one) : forward_runner(*v, one);
+          CaseOutcome out = runner.run(c, worker.get(), {}, !o->html.empty());
           const std::optional<AbnormalEnd> unloaded = worker ? worker->unload() : std::nullopt;
           if (out.skipped && !unloaded) {
             std::cout << v->name() << ": skipped (" << printable_line(*out.skipped) << ")\n";
@@ -258,19 +293,26 @@ void add_run(CLI::App& app, Action& action) {
             passed &= out.passed;
             // A failure is run again from scratch before it is called reproduced (a hang once).
             if (!out.passed)
-              out.reproduced = reproduce_case(*v, c, out.abnormal && out.abnormal->timed_out ? 1 : o->c.confirm_runs,
-                                              kDefaultMaxRows, plugin, o->c.isolation, nullptr, o->c.oracle);
+              out.reproduced = reproduce_case(*v, runner, c, out.abnormal && out.abnormal->timed_out ? 1 : o->c.confirm_runs, plugin,
+                                              o->c.isolation);
             Report shown = out.report;
             if (out.reproduced && !out.reproduced->confirmed()) shown.repro.clear();
             std::cout << v->name() << ": " << to_text(printable_report(shown));
+            if (out.backward) {  // the gradients' verdict, apart from the forward's
+              BackwardReport b = *out.backward;
+              if (out.reproduced && !out.reproduced->confirmed()) b.repro.clear();
+              std::cout << v->name() << ": " << to_text(b);
+            }
             if (out.reproduced)
               std::cout << (out.reproduced->confirmed() ? "  reproduced: " : "  FLAKY: ") << to_text(*out.reproduced)
                         << (out.reproduced->confirmed() ? "\n" : "; the command may pass\n");
             entry["report"] = to_json(out.report);
+            if (out.backward) entry["backward"] = to_json(*out.backward);
             if (out.reproduced) entry["reproduced"] = to_json(*out.reproduced);
             const bool flaky = out.reproduced && !out.reproduced->confirmed();
-            suite.cases.push_back(report_case(out.report, classname, case_name, out.report.repro,
-                                              flaky ? "flaky (" + to_text(*out.reproduced) + ")" : ""));
+            const std::string note = flaky ? "flaky (" + to_text(*out.reproduced) + ")" : "";
+            suite.cases.push_back(out.backward ? report_case(out.report, *out.backward, classname, case_name, out.report.repro, note)
+                                               : report_case(out.report, classname, case_name, out.report.repro, note));
             if (!o->html.empty() && !out.passed) {
               try {  // a page that cannot be written does not cost the JSON
                 write_case_html(out, std::filesystem::path(o->html) / (v->name() + ".html"));
@@ -315,13 +357,14 @@ void add_run(CLI::App& app, Action& action) {
         std::ostream log(&filtered);
         for (auto& [v, plugin] : variants) {
           o->c.plugin = plugin;  // per variant: its worker loads it, its reproduce lines name it
-          all.push_back(run_campaign(*v, o->c, log));
+          all.push_back(o->backward ? run_campaign(*v, backward_runner(*v, o->c), o->c, log) : run_campaign(*v, o->c, log));
         }
       } catch (const std::exception& e) {
         error = e.what();
       }
       CampaignReport report;
       report.campaign = campaign_identity(o->c, o->kernel, o->plugins);
+      if (o->backward) report.campaign["backward"] = true;  // a forward campaign's identity is as it was
       report.shard_index = o->c.shard_index;
       report.shard_count = o->c.shard_count;
       report.finished = !error;

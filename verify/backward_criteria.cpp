@@ -254,7 +254,8 @@ bool GradientVerdict::pass() const {
 }
 
 bool BackwardReport::pass() const {
-  return std::all_of(gradients.begin(), gradients.end(), [](const GradientVerdict& g) { return g.pass(); });
+  return std::all_of(gradients.begin(), gradients.end(), [](const GradientVerdict& g) { return g.pass(); }) &&
+         std::all_of(checks.begin(), checks.end(), [](const Criterion& c) { return c.pass; });
 }
 
 std::vector<std::string> BackwardReport::failed() const {
@@ -262,6 +263,8 @@ std::vector<std::string> BackwardReport::failed() const {
   for (const GradientVerdict& g : gradients)
     for (const Criterion& c : g.criteria)
       if (!c.pass) f.push_back(g.name + ": " + c.name);
+  for (const Criterion& c : checks)
+    if (!c.pass) f.push_back(c.name);
   return f;
 }
 

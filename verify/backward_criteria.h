@@ -59,10 +59,15 @@ struct GradientVerdict {
 struct BackwardReport {
   Problem problem;
   std::vector<GradientVerdict> gradients;  // dq, dk, dv, then dsinks when the problem has sinks
+  // Criteria of the backward call as a whole, judged by its caller rather than verify_backward (a
+  // campaign's: kernel_error or kernel_crashed when no gradient came back, out_of_bounds past its
+  // buffers, determinism over repeated calls). Named without a gradient in failed().
+  std::vector<Criterion> checks;
   std::vector<std::string> notes;
   std::string repro;
   bool pass() const;
-  // "dk: baseline_relative", one per failed criterion, gradients in order.
+  // "dk: baseline_relative", one per failed criterion, gradients in order, then the failed checks
+  // by name ("determinism").
   std::vector<std::string> failed() const;
 };
 

@@ -29,6 +29,28 @@ std::string where(const GradientVerdict& g, const GradientLocation& w, bool varl
   return os.str();
 }
 
+nlohmann::json criterion_json(const Criterion& c) {
+  const bool computed = c.role != Criterion::Role::not_computed;
+  return {{"name", c.name},
+          {"pass", c.pass},
+          {"status", status_text(status_of(c))},
+          {"role", c.role == Criterion::Role::judged          ? "judged"
+                   : c.role == Criterion::Role::reported_only ? "reported_only"
+                                                              : "not_computed"},
+          {"bound", c.bound == Criterion::Bound::at_least ? "at_least" : "at_most"},
+          {"value", computed ? num(c.value) : nlohmann::json(nullptr)},
+          {"limit", num(c.limit)},
+          {"text", comparison_text(c)},
+          {"detail", c.detail}};
+}
+
+// One criterion's line in the text: status, name, comparison with its limit, detail.
+std::string criterion_line(const Criterion& c) {
+  std::string st = status_text(status_of(c));
+  if (st.size() < 4) st += std::string(4 - st.size(), ' ');
+  return st + " " + c.name + ": " + comparison_text(c) + " \u2014 " + printable_line(c.detail);
+}
+
 }  // namespace
 
 std::string to_text(const BackwardReport& r) {
@@ -38,11 +60,7 @@ std::string to_text(const BackwardReport& r) {
   for (const GradientVerdict& g : r.gradients) {
     os << "  " << g.name << " (" << (g.pass() ? "pass" : "FAIL") << "): " << g.elements << " elements, " << g.compared
        << " compared" << (g.unresolved ? ", " + std::to_string(g.unresolved) + " in rows fp32 cannot resolve" : std::string()) << "\n";
-    for (const Criterion& c : g.criteria) {
-      std::string st = status_text(status_of(c));
-      if (st.size() < 4) st += std::string(4 - st.size(), ' ');
-      os << "    " << st << " " << c.name << ": " << comparison_text(c) << " \u2014 " << printable_line(c.detail) << "\n";
-    }
+    for (const Criterion& c : g.criteria) os << "    " << criterion_line(c) << "\n";
     if (g.compared == 0)
       os << "    metrics: n/a (no element could be compared)\n";
     else
@@ -50,6 +68,7 @@ std::string to_text(const BackwardReport& r) {
          << " baseline_max_abs=" << g.baseline_max_abs << " max|r|=" << g.max_ref << "\n";
     if (g.worst) os << "    worst element: " << where(g, *g.worst, r.problem.varlen()) << "\n";
   }
+  for (const Criterion& c : r.checks) os << "  " << criterion_line(c) << "\n";
   for (const std::string& n : r.notes) os << "  note: " << printable_line(n) << "\n";
   if (!r.pass()) {
     os << "  failed:";
@@ -70,20 +89,7 @@ nlohmann::json to_json(const BackwardReport& r) {
     nlohmann::json gj;
     gj["name"] = g.name;
     gj["pass"] = g.pass();
-    for (const Criterion& c : g.criteria) {
-      const bool computed = c.role != Criterion::Role::not_computed;
-      gj["criteria"].push_back({{"name", c.name},
-                                {"pass", c.pass},
-                                {"status", status_text(status_of(c))},
-                                {"role", c.role == Criterion::Role::judged          ? "judged"
-                                         : c.role == Criterion::Role::reported_only ? "reported_only"
-                                                                                    : "not_computed"},
-                                {"bound", c.bound == Criterion::Bound::at_least ? "at_least" : "at_most"},
-                                {"value", computed ? num(c.value) : nlohmann::json(nullptr)},
-                                {"limit", num(c.limit)},
-                                {"text", comparison_text(c)},
-                                {"detail", c.detail}});
-    }
+    for (const Criterion& c : g.criteria) gj["criteria"].push_back(criterion_json(c));
     // With nothing compared the value metrics describe nothing: null, never a perfect-looking 1.
     auto measured = [&](double x) { return g.compared ? num(x) : nlohmann::json(nullptr); };
     gj["metrics"] = {{"cosine", measured(g.cosine)},
@@ -103,6 +109,8 @@ nlohmann::json to_json(const BackwardReport& r) {
                      {"col", g.worst->col}, {"kernel", num(g.worst->kernel)}, {"oracle", num(g.worst->oracle)}};
     j["gradients"].push_back(std::move(gj));
   }
+  j["checks"] = nlohmann::json::array();
+  for (const Criterion& c : r.checks) j["checks"].push_back(criterion_json(c));
   j["notes"] = r.notes;
   j["repro"] = r.repro;
   return j;

@@ -83,4 +83,28 @@ JunitCase report_case(const Report& r, const std::string& classname, const std::
   return t;
 }
 
+JunitCase report_case(const Report& r, const BackwardReport& b, const std::string& classname, const std::string& name,
+                      const std::string& reproduce, const std::string& flaky_note) {
+  JunitCase t = report_case(r, classname, name, reproduce, flaky_note);
+  BackwardReport shown = b;
+  if (!flaky_note.empty()) shown.repro.clear();
+  std::vector<std::string> failed = b.failed();
+  for (const std::string& c : r.failed()) failed.push_back("forward: " + c);
+  if (failed.empty()) {
+    t.out += to_text(shown);
+    return t;
+  }
+  if (r.pass()) {
+    Report forward = printable_report(r);
+    if (!flaky_note.empty()) forward.repro.clear();
+    t.detail = to_text(forward);
+  }
+  t.outcome = JunitCase::Outcome::failed;
+  t.type = joined(failed);
+  const std::string line = printable_line(reproduce);
+  t.message = t.type + "; " + (flaky_note.empty() ? "reproduce: " + line : printable_line(flaky_note) + ": " + line);
+  t.detail += to_text(shown);
+  return t;
+}
+
 }  // namespace flashcheck

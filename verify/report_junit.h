@@ -23,5 +23,10 @@ JunitSuite check_backward_junit(const BackwardReport& r, const std::string& file
 // for a failure that did not fail every re-run) and the report's text as its detail.
 JunitCase report_case(const Report& r, const std::string& classname, const std::string& name,
                       const std::string& reproduce, const std::string& flaky_note = "");
+// A backward case (`run --backward`): the same, failed when the forward or the backward failed,
+// its type the failed criteria as CaseOutcome::failed names them ("dq: cosine", "forward: lse"),
+// both reports' text as its detail.
+JunitCase report_case(const Report& r, const BackwardReport& b, const std::string& classname, const std::string& name,
+                      const std::string& reproduce, const std::string& flaky_note = "");
 
 }  // namespace flashcheck

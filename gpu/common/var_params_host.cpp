@@ -13,10 +13,16 @@
 namespace flashcheck::kernels {
 namespace {
 
+// A window bound as the kernel takes it: −1 unbounded, else at most 2^30 (sequences are at most
+// 2^30 long, max_seq), so that position + bound sums stay inside the kernel's 64-bit clamp.
+int clamp_bound(int64_t x) { return x < 0 ? -1 : static_cast<int>(std::min<int64_t>(x, int64_t{1} << 30)); }
+
+}  // namespace
+
 // Both kernels copy and store whole 16-byte chunks (cp.async, TMA, uint4): every row of q, k, v and o
 // must start 16-byte aligned, i.e. the pointer and every stride it combines in multiples of 8
 // elements; a row stride must also fit the int the main loop steps with.
-RowStrides3 strides_of(const TensorRef& t, const char* name, bool chunked, bool packed, const std::string& k) {
+RowStrides3 row_strides(const TensorRef& t, const char* name, bool chunked, bool packed, const std::string& k) {
   const std::string n(name);
   if (!t.data) throw std::invalid_argument(k + ": " + n + " is NULL");
   if (t.stride_seq < 0 || t.stride_head < 0 || t.stride_outer < 0)
@@ -31,12 +37,6 @@ RowStrides3 strides_of(const TensorRef& t, const char* name, bool chunked, bool 
   }
   return {packed ? 0 : t.stride_outer, t.stride_seq, t.stride_head};
 }
-
-// A window bound as the kernel takes it: −1 unbounded, else at most 2^30 (sequences are at most
-// 2^30 long, max_seq), so that position + bound sums stay inside the kernel's 64-bit clamp.
-int clamp_bound(int64_t x) { return x < 0 ? -1 : static_cast<int>(std::min<int64_t>(x, int64_t{1} << 30)); }
-
-}  // namespace
 
 // Contiguous BHSD, as a plain launch (FwdParams) indexes it.
 bool contiguous_bhsd(const Problem& p, const KernelArgs& a) {
@@ -55,11 +55,11 @@ VarParams variant_params(const Problem& p, const KernelArgs& a, const char* kern
   VarParams v{};
   v.base = kernels::make_params(p, a.q.data, a.k.data, a.v.data, a.o.data, static_cast<float*>(a.lse.data));
   if (p.seq_q > INT_MAX || p.seq_kv > INT_MAX || p.batch > INT_MAX) throw std::invalid_argument(k + ": lengths past int32");
-  v.q = strides_of(a.q, "q", true, packed, k);
-  v.k = strides_of(a.k, "k", true, packed, k);
-  v.v = strides_of(a.v, "v", true, packed, k);
-  v.o = strides_of(a.o, "o", true, packed, k);
-  if (a.lse.data) v.lse = strides_of(a.lse, "lse", false, packed, k);
+  v.q = row_strides(a.q, "q", true, packed, k);
+  v.k = row_strides(a.k, "k", true, packed, k);
+  v.v = row_strides(a.v, "v", true, packed, k);
+  v.o = row_strides(a.o, "o", true, packed, k);
+  if (a.lse.data) v.lse = row_strides(a.lse, "lse", false, packed, k);
   if (packed) {
     if (!a.cu_seqlens_q || !a.cu_seqlens_kv) throw std::invalid_argument(k + ": a packed batch without cu_seqlens");
     v.cu_seqlens_q = a.cu_seqlens_q;

@@ -3,10 +3,17 @@
 // q-tiles of its grid. Every assumption a kernel makes of the buffers is checked here, so a view it
 // cannot address is an error naming the tensor (std::invalid_argument), never a wrong read.
 #pragma once
+#include <string>
+
 #include "gpu/common/var_params.h"
 #include "gpu/kernel.h"
 
 namespace flashcheck::kernels {
+
+// A tensor's row strides (elements), checked: non-null, non-negative, the row stride within an int;
+// `chunked` (copied and stored in whole 16-byte chunks): pointer and strides multiples of 8
+// elements; `packed`: the outer stride is unused (0). Errors name `kernel` and `name`.
+RowStrides3 row_strides(const TensorRef& t, const char* name, bool chunked, bool packed, const std::string& kernel);
 
 // Contiguous BHSD q, k, v, o (and lse [B, Hq, Sq]), as a plain launch (FwdParams) indexes them.
 bool contiguous_bhsd(const Problem& p, const KernelArgs& a);

@@ -2,6 +2,7 @@
 #include "gpu/common/make_params.h"
 #include "gpu/common/var_params_host.h"
 #include "gpu/kernel.h"
+#include "gpu/mma_f16/backward_launch.h"
 #include "gpu/mma_f16/launch2.h"
 #include "gpu/mma_f16/tile_size.h"
 
@@ -31,6 +32,9 @@ KernelDef mma_f16() {
                 kernels::launch_mma_f16(kernels::make_params(p, q, k, v, o, lse), p.dtype == DType::bf16, stream);
               }};
   d.launch2 = launch_mma_f16_problem;
+  // FlashAttention-2's backward in two deterministic passes (bwd_tile_size.h), plain problems.
+  d.backward = launch_mma_f16_backward_problem;
+  d.backward_caps = mma_f16_backward_caps();
   return d;
 }
 

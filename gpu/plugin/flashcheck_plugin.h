@@ -190,8 +190,15 @@ typedef struct {
   void* stream;                   /* cudaStream_t for device kernels */
 } fc_forward_args;
 
-/* Reserved for the backward pass (gradients of the forward above for a given dO). A kernel without
- * one leaves fc_kernel2::backward NULL; the layout of this struct may still grow at its end. */
+/* The backward pass (`flashcheck run --backward`): gradients of the forward above for a given dO.
+ * It is called after the kernel's own forward on the same problem, with that forward's arguments
+ * (q, k, v, o and lse as the forward read and wrote them, side tensors included; all read-only).
+ * dout has o's layout and dtype; dq, dk, dv have the layouts of q, k, v and the inputs' dtype (fp8
+ * inputs: o's); they arrive poisoned and fenced like o: every element must be written (dK and dV of
+ * a KV head summed over its query group), nothing outside. dsinks [Hq] fp32 when has_sinks. With
+ * `deterministic` set, a kernel that declares FC_KERNEL_DETERMINISTIC_BACKWARD must give the same
+ * bits on every call. A kernel without one leaves fc_kernel2::backward NULL; the layout of this
+ * struct may still grow at its end (struct_size says how much of it flashcheck filled). */
 typedef struct {
   uint32_t struct_size;
   fc_tensor dout, dq, dk, dv;     /* the layouts of o, q, k, v */
@@ -262,7 +269,8 @@ typedef struct {
   int (*forward)(const fc_problem2* p, const fc_forward_args* a);
   const char* (*last_error)(void); /* may be NULL */
   const fc_space2* space;          /* may be NULL: plain attention in bhsd only */
-  /* The backward pass, or NULL: dq, dk, dv (and dsinks) from dout, q, k, v, o, lse. */
+  /* The backward pass, or NULL: dq, dk, dv (and dsinks) from dout, q, k, v, o, lse (fc_backward_args).
+   * Its problems are those of the forward's declared space; supports() still decides. */
   int (*backward)(const fc_problem2* p, const fc_forward_args* a, const fc_backward_args* g);
   uint32_t flags;                  /* FC_KERNEL_* */
 } fc_kernel2;

@@ -14,9 +14,14 @@ Sq != Skv (its output is judged against top_left and against bottom_right), whet
 causal_lower_right mask runs and matches bottom_right, what a row with no visible key gets, and
 which aten op actually ran (profiler), so a dispatch that silently used another backend shows.
 
+--backward fuzzes each backend's backward pass instead (issue 23 item 5): flashcheck.fuzz(...,
+backward=True) differentiates the same call with torch (o.backward(dO) for a dO drawn per case)
+and judges dQ, dK, dV against the fp64 backward oracle; a failure shrinks as a forward's does. GQA
+goes through enable_gqa, the masks as above; the alignment probe is the forward's and is skipped.
+
 usage (from the repository root, on a GPU machine):
   PYTHONPATH=python FLASHCHECK_LIB=build/libflashcheck.so python3 tools/device/fuzz_sdpa.py \
-      [--budget 240] [--seed 7] [--cases 200] [--out DIR]
+      [--budget 240] [--seed 7] [--cases 200] [--backward] [--out DIR]
 Writes a table on stdout and fuzz_sdpa.json under --out (default $OUT, else .). Exit 0 when every
 backend passed wherever it ran; 1 when a case failed; 2 when the script could not run at all.
 """
@@ -114,7 +119,8 @@ def run_cell(torch, F, backend, dtype, mask, args, deadline):
         r = flashcheck.fuzz(kernel, cases=n, seed=seed, backend="torch", dtypes=[dtype], causal=[mask],
                             head_dims=args.head_dims, max_seq=args.max_seq, lse_base=None, dv_ne_dqk=False,
                             name=f"sdpa_{backend}_{dtype}_{mask}", verbose=False, max_failures=1,
-                            shrink=not cell["failures"])  # shrink the cell's first failure only: time
+                            shrink=not cell["failures"],  # shrink the cell's first failure only: time
+                            **(dict(backward=True) if args.backward else {}))
         cell["seeds"].append(seed)
         for key in ("cases", "passed", "failed", "declined"):
             cell[key] += getattr(r, key)
@@ -202,6 +208,7 @@ def main():
     ap.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     ap.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
     ap.add_argument("--probe-dtype", default="bf16", choices=DTYPES)
+    ap.add_argument("--backward", action="store_true", help="fuzz the backward passes (dQ, dK, dV) instead")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     t0 = time.monotonic()
@@ -223,7 +230,7 @@ def main():
           f"(cell chunk i uses seed {args.seed}+i), budget {args.budget:.0f} s", flush=True)
 
     probes = []
-    for b in args.backends:  # the probe first: it is small and answers the alignment question
+    for b in ([] if args.backward else args.backends):  # the probe first: small, answers the alignment question
         try:
             probes.append(probe(torch, F, b, args))
         except Exception as e:  # noqa: BLE001 - one backend's trouble must not hide the others
@@ -255,8 +262,9 @@ def main():
             note += ": " + next(iter(c["decline_reasons"]), "")[:80]
         print(f"{c['backend']:9} {c['dtype']:5} {c['declared']:12} {c['passed']:6} {c['failed']:6} {c['declined']:8}  {note}")
 
-    print("\nalignment when Sq != Skv (judged by flashcheck.check on "
-          f"{', '.join(f'{a}x{b}' for a, b in PROBE_SHAPES)}, {args.probe_dtype}):")
+    if probes:
+        print("\nalignment when Sq != Skv (judged by flashcheck.check on "
+              f"{', '.join(f'{a}x{b}' for a, b in PROBE_SHAPES)}, {args.probe_dtype}):")
     for pr in probes:
         if "error" in pr:
             print(f"  {pr['backend']:9} probe error: {pr['error'][:160]}")
@@ -271,7 +279,7 @@ def main():
               + (f"; ran {', '.join(ops)}" if ops else ""))
 
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "fuzz_sdpa.json")
+    path = os.path.join(args.out, "fuzz_sdpa_backward.json" if args.backward else "fuzz_sdpa.json")
     with open(path, "w") as fh:
         json.dump(dict(env=env, cells=cells, probes=probes, wall_s=round(time.monotonic() - t0, 1)), fh, indent=1,
                   default=str)

@@ -1,0 +1,125 @@
+// A built-in kernel's backward pass timed on issue 23's shapes: bf16 (1,16,4096,128) and
+// (4,16,8192,128), causal and not (and D = 64 beside them). Each row: CUDA-event median and
+// minimum of --iters backward calls after --warmup, on random normal inputs (never zeros) with O
+// and LSE from the kernel's own forward, and TFLOPS counting the backward as 2.5× the forward's
+// FLOPs over the visible pairs (Problem::flops), the convention of FlashAttention's papers and of
+// the issue's anchors (SDPA flash 285 / 214 TFLOPS on an H100). The forward is timed beside it.
+//
+//   kernel_backward_bench [--kernel mma_f16] [--warmup 5] [--iters 20] [--shapes B,H,S,D[,causal];...]
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu/kernel.h"
+#include "reference/dtype.h"
+#include "reference/problem.h"
+#include "runner/device.h"
+
+namespace {
+
+using namespace flashcheck;
+
+struct Buffer {
+  void* p;
+  explicit Buffer(size_t bytes) : p(device::alloc(bytes)) {}
+  ~Buffer() { device::free(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// N(0,1) bf16 bits, uploaded.
+std::unique_ptr<Buffer> random_bf16(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  for (auto& x : h) x = f32_to_bf16_bits(nd(rng));
+  auto b = std::make_unique<Buffer>(h.size() * 2);
+  device::to_device(b->p, h.data(), h.size() * 2);
+  return b;
+}
+
+TensorRef bhsd(void* data, int64_t heads, int64_t seq, int64_t d) { return TensorRef{data, heads * seq * d, d, seq * d, 0}; }
+
+double median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"a built-in kernel's backward pass: ms and TFLOPS (2.5x the forward's FLOPs)"};
+  std::string kernel = "mma_f16", shapes = "1,16,4096,128;1,16,4096,128,causal;4,16,8192,128;4,16,8192,128,causal;"
+                                            "1,16,4096,64;1,16,4096,64,causal";
+  int warmup = 5, iters = 20;
+  app.add_option("--kernel", kernel, "a built-in kernel with a backward pass");
+  app.add_option("--shapes", shapes, "B,H,S,D[,causal] separated by ';' (bf16, Hq = Hkv, Sq = Skv)");
+  app.add_option("--warmup", warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
+  app.add_option("--iters", iters, "timed calls (the median is reported)")->check(CLI::Range(1, 100000));
+  CLI11_PARSE(app, argc, argv);
+  if (auto why = device::unavailable()) {
+    std::fprintf(stderr, "kernel_backward_bench: %s\n", why->c_str());
+    return 125;
+  }
+  const KernelDef* def = nullptr;
+  for (const KernelDef& d : registered_kernels())
+    if (d.name == kernel) def = &d;
+  if (!def || !def->backward) {
+    std::fprintf(stderr, "kernel_backward_bench: %s is not a built-in kernel with a backward pass\n", kernel.c_str());
+    return 125;
+  }
+  std::printf("%-26s %10s %10s %9s %10s %9s\n", "shape (bf16)", "fwd ms", "fwd TF", "bwd ms", "bwd min", "bwd TF");
+  std::stringstream list(shapes);
+  std::string item;
+  uint64_t seed = 1;
+  while (std::getline(list, item, ';')) {
+    if (item.empty()) continue;
+    Problem p;
+    std::vector<std::string> f;
+    std::stringstream fs(item);
+    for (std::string x; std::getline(fs, x, ',');) f.push_back(x);
+    if (f.size() < 4 || f.size() > 5 || (f.size() == 5 && f[4] != "causal")) {
+      std::fprintf(stderr, "kernel_backward_bench: bad shape '%s' (B,H,S,D[,causal])\n", item.c_str());
+      return 125;
+    }
+    p.batch = std::stoll(f[0]);
+    p.heads_q = p.heads_kv = std::stoll(f[1]);
+    p.seq_q = p.seq_kv = std::stoll(f[2]);
+    p.head_dim_qk = p.head_dim_v = std::stoll(f[3]);
+    p.causal = f.size() == 5 ? Causal::bottom_right : Causal::none;
+    p.dtype = DType::bf16;
+    validate(p);
+    auto q = random_bf16(p.q_elems(), ++seed), k = random_bf16(p.k_elems(), ++seed), v = random_bf16(p.v_elems(), ++seed);
+    auto dout = random_bf16(p.o_elems(), ++seed);
+    Buffer o(static_cast<size_t>(p.o_elems()) * 2), lse(static_cast<size_t>(p.batch * p.heads_q * p.seq_q) * 4);
+    Buffer dq(static_cast<size_t>(p.q_elems()) * 2), dk(static_cast<size_t>(p.k_elems()) * 2), dv(static_cast<size_t>(p.v_elems()) * 2);
+    KernelArgs a;
+    a.q = bhsd(q->p, p.heads_q, p.seq_q, p.head_dim_qk);
+    a.k = bhsd(k->p, p.heads_kv, p.seq_kv, p.head_dim_qk);
+    a.v = bhsd(v->p, p.heads_kv, p.seq_kv, p.head_dim_v);
+    a.o = bhsd(o.p, p.heads_q, p.seq_q, p.head_dim_v);
+    a.lse = TensorRef{lse.p, p.heads_q * p.seq_q, 1, p.seq_q, 0};
+    a.stream = device::stream();
+    BackwardArgs g;
+    g.dout = bhsd(dout->p, p.heads_q, p.seq_q, p.head_dim_v);
+    g.dq = bhsd(dq.p, p.heads_q, p.seq_q, p.head_dim_qk);
+    g.dk = bhsd(dk.p, p.heads_kv, p.seq_kv, p.head_dim_qk);
+    g.dv = bhsd(dv.p, p.heads_kv, p.seq_kv, p.head_dim_v);
+    std::vector<float> fwd, bwd;
+    for (int i = 0; i < warmup + iters; ++i) {
+      const float f = device::time_ms([&] { def->launch2(p, a); });
+      const float b = device::time_ms([&] { def->backward(p, a, g); });
+      if (i >= warmup) fwd.push_back(f), bwd.push_back(b);
+    }
+    const double flops = p.flops();
+    std::printf("%-26s %10.3f %10.1f %9.3f %10.3f %9.1f\n", item.c_str(), median(fwd), flops / median(fwd) / 1e9, median(bwd),
+                *std::min_element(bwd.begin(), bwd.end()), 2.5 * flops / median(bwd) / 1e9);
+  }
+  return 0;
+}

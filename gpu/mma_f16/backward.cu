@@ -1,0 +1,63 @@
+// mma_f16's backward launches (bwd_params.h): pass 0 (D), pass 1 (dK, dV), pass 2 (dQ), in stream
+// order on the caller's stream, with D's workspace allocated and freed in that order too.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "gpu/common/cuda_check.h"
+#include "gpu/mma_f16/bwd_delta.cuh"
+#include "gpu/mma_f16/bwd_dkdv.cuh"
+#include "gpu/mma_f16/bwd_dq.cuh"
+
+namespace flashcheck::kernels {
+namespace {
+
+template <int D, bool kBf16>
+void run(BwdParams p, cudaStream_t st) {
+  using Tr = BwdTraits<D>;
+  if (p.heads_q > 65535 || p.heads_kv > 65535 || p.batch > 65535)
+    throw std::invalid_argument("mma_f16 backward: heads or batch beyond the grid's 65535");
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seq_q;
+  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p.delta), static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(float), st));
+  try {
+    if (rows > 0) {
+      const int64_t blocks = std::min<int64_t>((rows + 7) / 8, int64_t{1} << 20);
+      bwd::delta_kernel<D, kBf16><<<static_cast<unsigned>(blocks), 256, 0, st>>>(p);
+      FC_CHECK_LAUNCH("mma_f16 backward delta_kernel");
+    }
+    if (p.seq_kv > 0 && p.batch > 0) {
+      FC_CUDA_CHECK(cudaFuncSetAttribute(bwd::dkdv_kernel<D, kBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(Tr::kSmemDkdv)));
+      const dim3 grid(static_cast<unsigned>((p.seq_kv + Tr::kBlockN - 1) / Tr::kBlockN), static_cast<unsigned>(p.heads_kv),
+                      static_cast<unsigned>(p.batch));
+      bwd::dkdv_kernel<D, kBf16><<<grid, Tr::kThreads, Tr::kSmemDkdv, st>>>(p);
+      FC_CHECK_LAUNCH("mma_f16 backward dkdv_kernel");
+    }
+    if (p.seq_q > 0 && p.batch > 0) {
+      FC_CUDA_CHECK(cudaFuncSetAttribute(bwd::dq_kernel<D, kBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(Tr::kSmemDq)));
+      const dim3 grid(static_cast<unsigned>((p.seq_q + Tr::kBlockMq - 1) / Tr::kBlockMq), static_cast<unsigned>(p.heads_q),
+                      static_cast<unsigned>(p.batch));
+      bwd::dq_kernel<D, kBf16><<<grid, Tr::kThreads, Tr::kSmemDq, st>>>(p);
+      FC_CHECK_LAUNCH("mma_f16 backward dq_kernel");
+    }
+  } catch (...) {
+    (void)cudaFreeAsync(p.delta, st);
+    throw;
+  }
+  FC_CUDA_CHECK(cudaFreeAsync(p.delta, st));
+}
+
+}  // namespace
+
+template <int D>
+void launch_mma_f16_backward(const BwdParams& p, bool bf16, void* stream) {
+  const cudaStream_t st = static_cast<cudaStream_t>(stream);
+  return bf16 ? run<D, true>(p, st) : run<D, false>(p, st);
+}
+
+template void launch_mma_f16_backward<64>(const BwdParams&, bool, void*);
+template void launch_mma_f16_backward<128>(const BwdParams&, bool, void*);
+
+}  // namespace flashcheck::kernels

@@ -1,0 +1,102 @@
+// mma_f16's backward, pass 2: dQ of one query tile, FlashAttention-2's row loop without atomics.
+// Each warp owns 16 query rows and walks the KV tiles they see, recomputing
+//   S = Q·Kᵀ, P = exp2(S·scale·log2 e − LSE·log2 e), dP = dO·Vᵀ, dS = P ∘ (dP − D)
+// and accumulating dQ += dS·K (dS rounded to the input type) in fp32, in key order: one writer per
+// dQ element, so dQ is bitwise the same from run to run.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "gpu/mma_f16/bwd_params.h"
+#include "gpu/mma_f16/bwd_tile_size.h"
+#include "gpu/mma_f16/bwd_tiles.cuh"
+
+namespace flashcheck::kernels::bwd {
+
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(BwdTraits<D>::kThreads) dq_kernel(BwdParams p) {
+  using Tr = BwdTraits<D>;
+  constexpr int BM = Tr::kBlockMq, BN = Tr::kBlockNq, NT = BN / 8, DT = D / 8;
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(128) uint16_t smem[];
+  uint16_t* sQ = smem;
+  uint16_t* sdO = sQ + 64 * D;
+  uint16_t* sK = sdO + 64 * D;      // [2][64][D]
+  uint16_t* sV = sK + 2 * 64 * D;   // [2][64][D]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (p.heads_q / p.heads_kv);
+  const int off = p.causal == 2 ? p.seq_kv - p.seq_q : 0;
+  // Keys the tile's last row sees (causal: up to its diagonal); rows past it see no more.
+  const int last_row = min(m0 + BM, p.seq_q) - 1;
+  const int kv_end = p.causal ? max(0, min(p.seq_kv, last_row + off + 1)) : p.seq_kv;
+  const int n_tiles = (kv_end + BN - 1) / BN;
+
+  load_rows<D, Tr::kThreads>(sQ, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
+  load_rows<D, Tr::kThreads>(sdO, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
+  const uint16_t* gk = row0_of(p.k, p.sk_, b, hk);
+  const uint16_t* gv = row0_of(p.v, p.sv_, b, hk);
+  if (n_tiles > 0) {
+    load_rows<D, Tr::kThreads>(sK, gk, p.sk_.seq, 0, p.seq_kv, tid);
+    load_rows<D, Tr::kThreads>(sV, gv, p.sv_.seq, 0, p.seq_kv, tid);
+  }
+  cp_async_commit();
+
+  // This thread's rows: r[hf] = m0 + 16·warp + lane/4 + 8·hf.
+  float lse2[2], del[2];
+  int rows[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    rows[hf] = m0 + 16 * warp + (lane >> 2) + 8 * hf;
+    const bool ok = rows[hf] < p.seq_q;
+    const float* lse = p.lse + static_cast<int64_t>(b) * p.slse_.outer + static_cast<int64_t>(h) * p.slse_.head;
+    lse2[hf] = ok ? lse[static_cast<int64_t>(rows[hf]) * p.slse_.seq] * kLog2e : 0.0f;
+    del[hf] = ok ? p.delta[(static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + rows[hf]] : 0.0f;
+  }
+  float dq[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dq[dt][e] = 0.0f;
+
+  const float scale_log2 = p.scale * kLog2e;
+  for (int t = 0; t < n_tiles; ++t) {
+    const int st = t & 1, n0 = t * BN;
+    if (t + 1 < n_tiles) {
+      load_rows<D, Tr::kThreads>(sK + (st ^ 1) * 64 * D, gk, p.sk_.seq, n0 + BN, p.seq_kv, tid);
+      load_rows<D, Tr::kThreads>(sV + (st ^ 1) * 64 * D, gv, p.sv_.seq, n0 + BN, p.seq_kv, tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint16_t* k = sK + st * 64 * D;
+    const uint16_t* v = sV + st * 64 * D;
+
+    float s[NT][4], dp[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.0f;
+    gemm_tiles<D, kBf16, NT>(s, sQ, 16 * warp, k, lane);
+    gemm_tiles<D, kBf16, NT>(dp, sdO, 16 * warp, v, lane);
+    const bool edge = n0 + BN > p.seq_kv || m0 + BM > p.seq_q || (p.causal && m0 + off < n0 + BN - 1);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hf = e >> 1, key = n0 + 8 * nt + 2 * (lane & 3) + (e & 1);
+        const bool hidden = edge && (key >= p.seq_kv || rows[hf] >= p.seq_q || (p.causal && key > rows[hf] + off));
+        const float pv = exp2f(s[nt][e] * scale_log2 - lse2[hf]);
+        dp[nt][e] = hidden ? 0.0f : pv * (dp[nt][e] - del[hf]);  // dS
+      }
+    gemm_acc_tile<D, kBf16, NT>(dq, dp, k, lane);
+    __syncthreads();  // every warp is done with stage st before tile t + 2 refills it
+  }
+  cp_async_wait<0>();
+  store_rows<D, kBf16>(static_cast<uint16_t*>(p.dq) + static_cast<int64_t>(b) * p.sdq_.outer + static_cast<int64_t>(h) * p.sdq_.head,
+                       p.sdq_.seq, m0 + 16 * warp, p.seq_q, dq, p.scale, lane);
+}
+
+}  // namespace flashcheck::kernels::bwd

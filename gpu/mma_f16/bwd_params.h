@@ -1,0 +1,29 @@
+// mma_f16's backward launch parameters: plain data (the .cu files build as C++17 and include no
+// project headers beyond gpu/), filled on the host by backward_launch.cpp from a Problem, the
+// forward's KernelArgs and the BackwardArgs.
+#pragma once
+#include <cstdint>
+
+#include "gpu/common/var_params.h"
+
+namespace flashcheck::kernels {
+
+struct BwdParams {
+  // Row (b, h, i) of a tensor starts at data + b·outer + i·seq + h·head elements (RowStrides3);
+  // columns are contiguous. q, k, v, o and lse are what the forward read and wrote.
+  const void *q, *k, *v, *o, *dout;
+  void *dq, *dk, *dv;
+  const float* lse;  // base e (mma_f16's LSE)
+  RowStrides3 sq_, sk_, sv_, so_, sdo_, sdq_, sdk_, sdv_, slse_;
+  float* delta;      // workspace [B, Hq, Sq] contiguous: D = rowsum(dO ∘ O) in fp32
+  int batch, heads_q, heads_kv, seq_q, seq_kv;
+  int causal;        // 0 none, 1 top_left, 2 bottom_right
+  float scale;       // softmax scale
+};
+
+// One launch per (head dim, dtype): D = rowsum(dO∘O), then dK/dV per KV tile, then dQ per query
+// tile, on `stream` (cudaStream_t). Throws std::runtime_error on a CUDA error.
+template <int D>
+void launch_mma_f16_backward(const BwdParams& p, bool bf16, void* stream);
+
+}  // namespace flashcheck::kernels

@@ -1,0 +1,114 @@
+#include "runner/backward_campaign.h"
+
+#include <utility>
+
+#include "runner/backward_harness.h"
+#include "verify/backward_expected.h"
+#include "verify/judge.h"
+
+namespace flashcheck {
+
+namespace {
+
+// A check of the backward call as a whole (BackwardReport::checks): held to 0.
+Criterion check(const std::string& name, double value, const std::string& detail) {
+  Criterion c;
+  c.name = name;
+  c.value = value;
+  c.limit = 0;
+  c.pass = value <= 0;
+  c.detail = detail;
+  return c;
+}
+
+}  // namespace
+
+CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
+                              const WaitingFn& waiting, OracleChoice oracle) {
+  CaseOutcome out;
+  out.c = c;
+  const Problem& p = c.problem;
+  const std::string repro = repro_command(v.name(), c, plugin, true);
+  BackwardReport& back = out.backward.emplace();
+  back.problem = p;
+  back.repro = repro;
+  // A case whose forward produced nothing to judge: one failed criterion says why; the backward,
+  // never called, has a note and nothing else.
+  auto unjudged = [&](const std::string& criterion, const std::string& detail) {
+    out.report.problem = p;
+    out.report.criteria.push_back({criterion, false, 1, 0, detail});
+    out.report.repro = repro;
+    back.notes.push_back("not run: the forward did not return outputs");
+  };
+  if (auto why = v.backward_refusal(p)) {
+    out.skipped = *why;
+    return out;
+  }
+  if (ended_by_supports(supports_of(v, p, worker), out, unjudged)) return out;
+  const Inputs in = make_inputs(p, c.seed, c.dist, /*backward=*/true);  // non-finite values where every backward agrees
+  const std::vector<float> d_out = draw_d_out(p, c.seed);
+  const bool deterministic = v.backward_caps()->deterministic;
+  const int calls = deterministic ? kDeterminismCalls : 1;
+  HarnessResult h;
+  double kernel_seconds = 0;
+  if (worker) {
+    IsolatedRun r = worker->run_backward(p, in, d_out, calls, deterministic, waiting);
+    if (ended_by_run(r, out, unjudged)) return out;
+    h = std::move(*r.result);
+    kernel_seconds = r.kernel_seconds;
+    if (r.abnormal) {  // the backward crashed or hung: a verdict of the backward, the forward judged
+      out.abnormal = r.abnormal;
+      out.abnormal->detail += " in its backward";
+      back.checks.push_back(check(r.abnormal->criterion, 1, out.abnormal->detail));
+    }
+  } else {
+    std::optional<HarnessResult> got =
+        run_in_process([&] { return run_variant_backward(v, p, in, d_out, calls, deterministic); }, out, unjudged);
+    if (!got) return out;
+    h = std::move(*got);
+  }
+  out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, false, oracle});
+  out.report.repro = repro;
+  const BackwardOutputs& g = *h.backward;
+  if (g.error) {
+    out.error = "its backward: " + *g.error;
+    back.checks.push_back(check("kernel_error", 1, *g.error));
+  } else if (!out.abnormal) {
+    back = verify_backward(p, make_backward_expected(p, in, d_out), g.gradients);
+    back.repro = repro;
+    back.checks.push_back(check("out_of_bounds", static_cast<double>(g.oob_writes),
+                                "canary bytes around the buffers that changed during the backward"));
+    if (calls > 1)
+      back.checks.push_back(check("determinism", g.nondeterministic ? 1 : 0,
+                                  g.nondeterministic ? *g.nondeterministic
+                                                     : std::to_string(calls) + " calls gave the same bits (deterministic=true)"));
+  }
+  out.passed = out.report.pass() && back.pass();
+  // Only a correct case says how long the kernel needs: a wrong one may have skipped the work.
+  if (worker && out.passed) worker->time_limit().passed(p, kernel_seconds);
+  return out;
+}
+
+CaseRunner backward_runner(const Variant& v, const CampaignOptions& opt) {
+  const BackwardCaps* b = v.backward_caps();
+  if (!b) throw CannotTest("kernel " + v.name() + " has no backward pass");
+  CaseRunner r;
+  r.space = backward_space(v.caps(), *b);
+  r.backward = true;
+  r.run = [&v, max_rows = opt.max_rows, plugin = opt.plugin, oracle = opt.oracle](const Case& c, KernelWorker* worker,
+                                                                                    const WaitingFn& waiting, bool) {
+    return run_backward_case(v, c, max_rows, plugin, worker, waiting, oracle);
+  };
+  return r;
+}
+
+std::optional<std::string> backward_campaign_refusal(const CampaignOptions& opt) {
+  // The backward oracle evaluates every row (no row sampling yet) on the CPU: grown cases would
+  // take it hours, and a GPU oracle for gradients does not exist.
+  if (opt.load) return "--backward with --load: the backward oracle checks every row on the CPU (no sampling yet)";
+  if (opt.big) return "--backward with --big: the backward oracle checks every row on the CPU (no sampling yet)";
+  if (opt.oracle == OracleChoice::gpu) return "--backward with --oracle gpu: the backward oracle runs on the CPU only";
+  return std::nullopt;
+}
+
+}  // namespace flashcheck

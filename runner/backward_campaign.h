@@ -1,0 +1,30 @@
+// `flashcheck run --backward`: campaigns of a kernel's backward pass (issue 23). Each case is drawn
+// from the kernel's backward space (runner/registry.h: backward_space) as a forward case is, its
+// inputs alike; the kernel's own forward runs first and its O and LSE feed its backward, as in
+// training; dO comes from the case's seed (runner/backward_harness.h: draw_d_out). The forward's
+// output is judged as in a forward campaign and the gradients with the backward criteria
+// (verify/backward_criteria.h), apart; a kernel that declares a deterministic backward is called
+// kDeterminismCalls times and must give the same bits. Failures shrink and re-run through the
+// forward campaign's machinery (runner/campaign.h: CaseRunner).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runner/campaign.h"
+
+namespace flashcheck {
+
+// One backward case (skipped, with the reason, outside the backward's space or when the kernel's
+// supports() refuses it). maps_on_failure is not taken: gradients have no HTML page yet.
+CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "",
+                              KernelWorker* worker = nullptr, const WaitingFn& waiting = {},
+                              OracleChoice oracle = OracleChoice::automatic);
+
+// The campaign's runner of backward cases, over backward_space(v.caps(), *v.backward_caps()).
+// Throws CannotTest when the kernel has no backward pass.
+CaseRunner backward_runner(const Variant& v, const CampaignOptions& opt);
+
+// Why `run --backward` cannot honour these options (a message for exit 125), or empty.
+std::optional<std::string> backward_campaign_refusal(const CampaignOptions& opt);
+
+}  // namespace flashcheck
