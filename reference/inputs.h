@@ -64,6 +64,10 @@ void validate_side_inputs(const Problem& p, const Inputs& in);
 // Inputs for a problem: q, k, v from the distribution, and the side inputs the problem's variants
 // need (slopes, sinks, descales, block table), all from the same seed.
 Inputs make_inputs(const Problem& p, uint64_t seed, Dist dist = Dist::normal);
+// A backward's output gradient dO for p, as goldens and calibration draw it: N(0,1) over every row
+// of O's logical layout (Problem::o_elems()) from its own stream of `seed`, rounded to o's dtype
+// (the dtype a kernel is handed dO in).
+std::vector<float> make_d_out(const Problem& p, uint64_t seed);
 // The dequantized value of element x of q/k/v (fp8 problems), exact in double: x · descale.
 double descale_of(const Problem& p, const std::vector<float>& descale, int64_t b, int64_t kv_head);
 // Round every element to `d` in place.
