@@ -82,9 +82,7 @@ int main(int argc, char** argv) {
         const uint64_t in_seed = g();
         const Dist dist = kAllDists[g() % std::size(kAllDists)];
         const Inputs in = make_inputs(p, in_seed, dist);
-        const CounterRng rng(in_seed, 21);
-        std::vector<float> dout(static_cast<size_t>(p.o_elems()));
-        for (size_t x = 0; x < dout.size(); ++x) dout[x] = round_to(p.o_dtype(), static_cast<float>(rng.normal(x)));
+        const std::vector<float> dout = make_d_out(p, in_seed);
         const BackwardExpected ex = make_backward_expected(p, in, dout);
         const int64_t tiles[] = {16, 32, 64, 128};
         ReplicaConfig fc;

@@ -60,8 +60,9 @@ def load(path):
 # 0 for top-left; window (left, right) inclusive, -1 unbounded, a causal mode capping right at 0;
 # s = scale * (q*dq).(k*dk) -> softcap c*tanh(s/c) -> mask -> + ALiBi -> softmax with the sink in
 # the denominator; a row that sees no key has O = 0 and LSE = -inf.
-def attend(q, k, v, meta, slopes, sinks, dq, dk, dv):
-    """q [Hq,Sq,D], k/v [Hkv,Skv,D]; slopes/sinks [Hq] or None; dq/dk/dv [Hkv]. Returns O, LSE."""
+def attend(q, k, v, meta, slopes, sinks, dq, dk, dv, d_out=None):
+    """q [Hq,Sq,D], k/v [Hkv,Skv,D]; slopes/sinks [Hq] or None; dq/dk/dv [Hkv]. Returns O, LSE; with
+    d_out (dO [Hq,Sq,Dv]) also the gradients of sum(dO*O) (backward below)."""
     hq, sq, dqk = q.shape
     hkv, skv = k.shape[0], k.shape[1]
     kvh = np.arange(hq) // (hq // hkv)
@@ -98,7 +99,27 @@ def attend(q, k, v, meta, slopes, sinks, dq, dk, dv):
         empty = ~vis.any(axis=-1)[None, :, None]
         o = np.where(empty, 0.0, (p / np.where(l == 0, 1, l)) @ vd)
         lse = np.where(empty[..., 0], -np.inf, (m + np.log(np.where(l == 0, 1, l)))[..., 0])
-    return o, lse
+    if d_out is None:
+        return o, lse
+    raw = np.einsum("hid,hjd->hij", qd, kd) * scale
+    chain = 1 - np.tanh(raw / cap) ** 2 if cap > 0 else 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weights = np.where(empty, 0.0, p / np.where(l == 0, 1, l))
+        sink_weight = np.where(empty, 0.0, np.exp(sink - m) / np.where(l == 0, 1, l))[..., 0]
+    return o, lse, backward(weights, sink_weight, chain, scale, qd, kd, vd, o, d_out, kvh, hkv)
+
+
+# The backward of that forward, from the chain rule alone: with P the softmax weights (the sink's
+# apart), D_i = dO_i.O_i, dS = P (dO.v_j - D_i) c'(s), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO,
+# each KV head's summed over its query heads; the sink's gradient -sum_i P_sink,i D_i.
+def backward(p, p_sink, chain, scale, qd, kd, vd, o, d_out, kvh, hkv):
+    big_d = np.sum(d_out * o, axis=-1)
+    ds = p * (np.einsum("hid,hjd->hij", d_out, vd) - big_d[..., None]) * chain
+    gq = scale * ds @ kd
+    gk, gv = np.zeros((hkv,) + kd.shape[1:]), np.zeros((hkv,) + vd.shape[1:])
+    np.add.at(gk, kvh, scale * np.swapaxes(ds, 1, 2) @ qd)
+    np.add.at(gv, kvh, np.swapaxes(p, 1, 2) @ d_out)
+    return gq, gk, gv, -np.sum(p_sink * big_d, axis=-1)
 
 
 def sequences(t, meta):
@@ -187,9 +208,34 @@ def recompute(t, meta):
     return err, lerr, same_inf
 
 
+def recompute_gradients(t, meta):
+    """Largest error of the stored oracle's gradients (golden_*_f32, golden_dsinks) against the
+    numpy backward, for the golden_do stored; None for a case without gradients, or a paged one (a
+    page shared by sequences holds the sum of their gradients, which this gather does not form)."""
+    if "golden_do" not in t or "block_table" in t:
+        return None
+    # The gradients lie where their tensors do (dq as q, dk as k, dO as o), so the same gather reads them.
+    grads, _ = sequences(dict(t, q=t["golden_dq_f32"], k=t["golden_dk_f32"], v=t["golden_dv_f32"], o_f32=t["golden_do"]), meta)
+    err, dsinks = 0.0, 0.0
+    for b, ((q, k, v, o, _), (gq, gk, gv, d_out, _)) in enumerate(zip(sequences(t, meta)[0], grads)):
+        slopes = None
+        if "alibi_slopes" in t:
+            a = t["alibi_slopes"]
+            slopes = a[b] if a.ndim == 2 else a
+        sinks = t["sinks"] if "sinks" in t else None
+        desc = [per_kv_head(t, n, b, k.shape[0]) for n in ("q_descale", "k_descale", "v_descale")]
+        o64, _, (wq, wk, wv, wsink) = attend(q, k, v, meta, slopes, sinks, *desc, d_out=d_out)
+        for got, want in ((gq, wq), (gk, wk), (gv, wv)):
+            err = max(err, worst(np.abs(got - want) / (1 + np.abs(want))))
+        dsinks = dsinks + wsink
+    if "golden_dsinks" in t:
+        err = max(err, worst(np.abs(t["golden_dsinks"] - dsinks) / (1 + np.abs(dsinks))))
+    return err
+
+
 manifest = json.load(open(os.path.join(data_dir, "manifest.json")))
 failures = 0
-checked = 0
+checked = gradients_checked = 0
 variants = []
 for case in manifest["cases"]:
     path = os.path.join(data_dir, case["file"])
@@ -201,6 +247,15 @@ for case in manifest["cases"]:
     if not ok:
         failures += 1
         print(f"FAIL {case['name']}: numpy disagrees (o err {err:.3g}, lse err {lerr:.3g}, inf and padding match {same_inf})")
+    if case.get("gradients") != ("golden_do" in t):
+        failures += 1
+        print(f"FAIL {case['name']}: manifest says gradients={case.get('gradients')}, the file disagrees")
+    gerr = recompute_gradients(t, meta)
+    if gerr is not None:
+        gradients_checked += 1
+        if not gerr < 1e-6:
+            failures += 1
+            print(f"FAIL {case['name']}: numpy's backward disagrees with the stored gradients (err {gerr:.3g})")
     if set(meta) & {"layout", "window", "softcap", "alibi"} or set(t) & {"sinks", "q_descale"}:
         variants.append(case["file"])
 
@@ -304,5 +359,8 @@ with tempfile.TemporaryDirectory() as tmp:
         failures += 1
         print("FAIL golden regen --force did not restore the case:\n" + r.stdout + r2.stdout)
 
-print(f"{checked} goldens recomputed with numpy, {failures} failed")
+if gradients_checked < 15:
+    failures += 1
+    print(f"FAIL only {gradients_checked} goldens' gradients recomputed")
+print(f"{checked} goldens recomputed with numpy ({gradients_checked} with their gradients), {failures} failed")
 sys.exit(1 if failures else 0)

@@ -38,6 +38,16 @@ void round_all(std::vector<float>& x, DType d) {
   for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = round_to(d, x[static_cast<size_t>(i)]);
 }
 
+std::vector<float> make_d_out(const Problem& p, uint64_t seed) {
+  // Stream 0xD0: none of make_inputs' (fill 1..3, side inputs 11..16, the non-finite planting 21),
+  // so dO is independent of q, k, v and the side inputs. `run --backward` draws it so too.
+  const CounterRng rng(seed, 0xD0);
+  const DType od = p.o_dtype();
+  std::vector<float> g(static_cast<size_t>(p.o_elems()));
+  for (size_t x = 0; x < g.size(); ++x) g[x] = round_to(od, static_cast<float>(rng.normal(x)));
+  return g;
+}
+
 namespace {
 // The largest finite value of the dtype: fp8 draws are clamped to it before rounding, so no input
 // is NaN (e4m3 has no infinity) or infinite unless a test asks for one.

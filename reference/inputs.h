@@ -66,6 +66,10 @@ void validate_side_inputs(const Problem& p, const Inputs& in);
 // Dist::nonfinite plants its value where every correct kernel agrees with the oracle: a forward's
 // (default), or also its backward's (`backward`: reference/nonfinite_inputs.h). Other dists ignore it.
 Inputs make_inputs(const Problem& p, uint64_t seed, Dist dist = Dist::normal, bool backward = false);
+// A backward's output gradient dO for p, as goldens and calibration draw it: N(0,1) over every row
+// of O's logical layout (Problem::o_elems()) from its own stream of `seed`, rounded to o's dtype
+// (the dtype a kernel is handed dO in).
+std::vector<float> make_d_out(const Problem& p, uint64_t seed);
 // The dequantized value of element x of q/k/v (fp8 problems), exact in double: x · descale.
 double descale_of(const Problem& p, const std::vector<float>& descale, int64_t b, int64_t kv_head);
 // Round every element to `d` in place.

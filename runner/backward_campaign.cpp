@@ -46,7 +46,7 @@ CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows,
   }
   if (ended_by_supports(supports_of(v, p, worker), out, unjudged)) return out;
   const Inputs in = make_inputs(p, c.seed, c.dist, /*backward=*/true);  // non-finite values where every backward agrees
-  const std::vector<float> d_out = draw_d_out(p, c.seed);
+  const std::vector<float> d_out = make_d_out(p, c.seed);
   const bool deterministic = v.backward_caps()->deterministic;
   const int calls = deterministic ? kDeterminismCalls : 1;
   HarnessResult h;

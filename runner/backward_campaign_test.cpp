@@ -244,7 +244,7 @@ TEST(BackwardSpace, DoutIsDrawnFromTheCaseSeed) {
   p.head_dim_qk = p.head_dim_v = 7;
   p.dtype = DType::bf16;
   const uint64_t seed = testing::seed_for(0xd0);
-  const std::vector<float> a = draw_d_out(p, seed), b = draw_d_out(p, seed), c = draw_d_out(p, seed + 1);
+  const std::vector<float> a = make_d_out(p, seed), b = make_d_out(p, seed), c = make_d_out(p, seed + 1);
   ASSERT_EQ(static_cast<int64_t>(a.size()), p.o_elems());
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);

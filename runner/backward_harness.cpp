@@ -13,9 +13,6 @@ namespace flashcheck {
 
 namespace {
 
-// dO's stream of the input seed: above every stream reference/inputs.cpp draws from.
-constexpr uint64_t kDoutStream = 0xD0;
-
 std::vector<uint8_t> bytes_of(GuardedBuffer& b, size_t n) {
   b.download();
   return {b.payload_host(), b.payload_host() + n};
@@ -54,13 +51,6 @@ std::vector<int> gradient_buffers(const Problem& p) {
   std::vector<int> b{kBufDq, kBufDk, kBufDv};
   if (p.sinks) b.push_back(kBufDsinks);
   return b;
-}
-
-std::vector<float> draw_d_out(const Problem& p, uint64_t input_seed) {
-  const CounterRng rng(input_seed, kDoutStream);
-  std::vector<float> d(static_cast<size_t>(p.o_elems()));
-  for (size_t i = 0; i < d.size(); ++i) d[i] = round_to(p.o_dtype(), static_cast<float>(rng.normal(i)));
-  return d;
 }
 
 BackwardOutputs backward_calls(const Variant& v, const Problem& p, const LaunchShape& shape, StagedBuffers& buf,

@@ -48,9 +48,4 @@ BackwardOutputs backward_calls(const Variant& v, const Problem& p, const LaunchS
 HarnessResult run_variant_backward(const Variant& v, const Problem& p, const Inputs& in, const std::vector<float>& d_out, int calls,
                                    bool deterministic);
 
-// The dO of a case: standard normal values in o's dtype, from a stream of the case's input seed
-// apart from the inputs' (the same case, the same dO on every machine; never NaN, whatever the
-// inputs' distribution). The logical layout of o.
-std::vector<float> draw_d_out(const Problem& p, uint64_t input_seed);
-
 }  // namespace flashcheck

@@ -127,6 +127,29 @@ try:
 except (OSError, ET.ParseError) as e:
     cli.check(False, f"JUnit document unreadable: {e}", p)
 
+# The same file with --html: one page holds both verdicts apart, headed by the file's FAIL; dk's part
+# marks its failed criteria FAIL (never ok), names its worst element as the JSON does, and its map.
+html = os.path.join(cli.tmp, "scaled_dk.html")
+p = cli.run("check", path, "--html", html)
+try:
+    page = open(html, encoding="utf-8").read()
+except OSError as e:
+    page = ""
+    cli.check(False, f"--html wrote no page: {e}", p)
+cli.check(p.returncode == 1 and "<title>flashcheck FAIL" in page and 'id="verdicts"' in page, "the page's headline is not the file's FAIL", p)
+cli.check('<h2>Forward verdict (o, lse)</h2>' in page and 'id="verdict"' in page, "the forward's verdict is not on the page", p)
+cli.check('id="backward"' in page and page.index('id="verdict"') < page.index('id="backward"'), "no backward part after the forward's", p)
+for g in ["dq", "dk", "dv"]:
+    cli.check(f'data-gradient="{g}" data-pass="{"false" if g == "dk" else "true"}"' in page, f"{g}'s verdict is not on the page", p)
+dk_part = page[page.index('id="grad-dk"'):page.index('id="grad-dv"')] if 'id="grad-dv"' in page else ""
+for f in b.get("failed", []):
+    crit = f.split(": ", 1)[1]
+    cli.check(f'data-criterion="{crit}" data-status="FAIL"' in dk_part, f"dk's failed {crit} is not marked FAIL on the page", p)
+w = worst.get("dk") or {}
+cli.check(f'data-gradient="dk" data-b="{w.get("b")}" data-h="{w.get("h")}" data-row="{w.get("row")}" data-col="{w.get("col")}"' in dk_part
+          and "KV head h=" in dk_part and "in kv-tile " in dk_part, "dk's worst element is not named as the JSON names it", p)
+cli.check('<canvas id="grad-map-dk">' in dk_part and 'id="fc-backward-data"' in page, "dk has no error map", p)
+
 # Right gradients beside a wrong o: the forward fails, the backward passes; exit 1.
 bad = dict(t, o=narrow(0.5 * widen(t["o"], "bf16"), "bf16"))
 path = os.path.join(cli.tmp, "wrong_o.safetensors")

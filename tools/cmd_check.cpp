@@ -98,7 +98,7 @@ void add_check(CLI::App& app, Action& action) {
         std::optional<std::string> failed_output;
         if (!opts->html.empty()) {
           try {
-            outputs.write_file(opts->html, to_html(shown));
+            outputs.write_file(opts->html, to_html(shown, verdict.backward ? &*verdict.backward : nullptr));
           } catch (const std::exception& e) {
             failed_output = e.what();
           }

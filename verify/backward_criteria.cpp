@@ -97,7 +97,47 @@ struct GradientData {
 // row of 16 keys, which both baselines' tiles hold whole).
 double noise_coefficient(const Problem& p) { return is_fp8(p.dtype) ? unit_roundoff(p.dtype) : 0x1p-20; }
 
-GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol) {
+// What an element is before any error is measured: the one rule the criteria and the map share.
+// ok: compared; empty_row_* : held to exactly 0 (a row that sees no key, a key no row sees).
+MapFlag classify(const GradientData& g, size_t e) {
+  const float k = g.kernel[e];
+  const double o = g.oracle[e];
+  const size_t row = e / static_cast<size_t>(g.width);
+  if (is_poison(g.dtype, k)) return MapFlag::unwritten;
+  if (g.rows && g.rows->zero[row]) return k != 0.0f ? MapFlag::empty_row_nonzero : MapFlag::empty_row_ok;  // either sign
+  // fp32 cannot compute it (BackwardExpected): P = exp(s − LSE) may overflow there in a correct
+  // kernel too, so not even its NaN/Inf status is judged.
+  if (g.unresolved && (*g.unresolved)[row] && std::isfinite(o)) return MapFlag::unresolved_ok;
+  if (!nonfinite_status_matches(k, o)) return MapFlag::nan_mismatch;
+  if (!std::isfinite(k)) return MapFlag::nonfinite_match;  // NaN/Inf where the oracle has it: no error to measure
+  return MapFlag::ok;
+}
+
+// The worst element's head element by element (every row up to kMaxRows, else evenly spaced ones
+// and the worst's own row), each ratio |g − r| / unit.
+GradientMap head_map(const GradientData& g, const GradientLocation& worst, double unit) {
+  GradientMap m;
+  m.unit = unit;
+  m.b = worst.b, m.h = worst.h, m.cols = g.width;
+  std::vector<size_t> rows;  // logical rows of that head; a head's rows are contiguous and ascending
+  for (size_t r = 0; r < g.rows->b.size(); ++r)
+    if (g.rows->b[r] == worst.b && g.rows->h[r] == worst.h) rows.push_back(r);
+  const size_t stride = (rows.size() + GradientMap::kMaxRows - 1) / GradientMap::kMaxRows;
+  for (size_t x = 0; x < rows.size(); ++x) {
+    const size_t r = rows[x];
+    if (x % stride != 0 && g.rows->i[r] != worst.row) continue;
+    m.rows.push_back(g.rows->i[r]);
+    for (int64_t c = 0; c < g.width; ++c) {
+      const size_t e = r * static_cast<size_t>(g.width) + static_cast<size_t>(c);
+      const MapFlag f = classify(g, e);
+      m.flag.push_back(f);
+      m.ratio.push_back(f == MapFlag::ok ? static_cast<float>(std::fabs(static_cast<double>(g.kernel[e]) - g.oracle[e]) / unit) : NAN);
+    }
+  }
+  return m;
+}
+
+GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool map) {
   GradientVerdict v;
   v.name = g.name;
   const size_t n = g.kernel.size();
@@ -116,31 +156,25 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol) {
   for (size_t e = 0; e < n; ++e) {
     const float k = g.kernel[e];
     const double o = g.oracle[e];
-    const size_t row = e / static_cast<size_t>(g.width);
-    if (is_poison(g.dtype, k)) {
-      ++v.unwritten;
-      first_unwritten = std::min(first_unwritten, e);
-      continue;
-    }
-    if (g.rows && g.rows->zero[row]) {  // held to exactly 0 (either sign), and measured by nothing else
-      if (k != 0.0f) {
+    switch (classify(g, e)) {
+      case MapFlag::unwritten:
+        ++v.unwritten;
+        first_unwritten = std::min(first_unwritten, e);
+        continue;
+      case MapFlag::empty_row_nonzero:  // held to exactly 0, and measured by nothing else
         ++v.zero_violations;
         first_zero = std::min(first_zero, e);
-      }
-      continue;
+        continue;
+      case MapFlag::unresolved_ok:
+        ++v.unresolved;
+        continue;
+      case MapFlag::nan_mismatch:
+        ++v.nan_mismatches;
+        first_nan = std::min(first_nan, e);
+        continue;
+      case MapFlag::ok: break;
+      default: continue;  // held to 0 and 0; NaN/Inf where the oracle has it
     }
-    // fp32 cannot compute it (BackwardExpected): P = exp(s − LSE) may overflow there in a correct
-    // kernel too, so not even its NaN/Inf status is judged.
-    if (g.unresolved && (*g.unresolved)[row] && std::isfinite(o)) {
-      ++v.unresolved;
-      continue;
-    }
-    if (!nonfinite_status_matches(k, o)) {
-      ++v.nan_mismatches;
-      first_nan = std::min(first_nan, e);
-      continue;
-    }
-    if (!std::isfinite(k)) continue;  // NaN/Inf where the oracle has it: no error to measure
     ++v.compared;
     const double err = std::fabs(static_cast<double>(k) - o);
     cos.add(k, o);
@@ -230,7 +264,10 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol) {
   add("cosine", value_role, Bound::at_least, v.cosine, cos_limit, said("2<g,r>/(|g|^2+|r|^2)", cos_limit < tol.min_cosine));
   add("rel_l2", value_role, Bound::at_most, v.rel_l2, rel_limit, said("|g-r|/|r|", rel_limit > tol.max_rel_l2));
   v.atol_ref = std::max(v.max_ref, g.atol_scale);
+  double head_map_unit = 0;
   const double blimit = tol.baseline_k * v.baseline_max_abs + tol.baseline_atol * v.atol_ref + g.noise_coef * g.noise_terms;
+  // The map's unit: the rule's limit, or its atol part where the baseline is not finite (as the forward's).
+  if (map && g.rows && v.worst) head_map_unit = std::isfinite(blimit) && blimit > 0 ? blimit : tol.baseline_atol * v.atol_ref;
   add("baseline_relative", none ? Role::not_computed : baseline_nonfinite ? Role::reported_only : Role::judged, Bound::at_most,
       v.max_abs, blimit,
       none                 ? none_text
@@ -238,7 +275,27 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol) {
       : g.noise_terms > 0  ? "max|g-r| against k*max|baseline-r| + atol*max|r| + c*(the size of the terms it sums: the noise where it cancels; c = 2^-20, fp8: the fp8 unit roundoff) (baseline: the worse of two same-dtype FlashAttention-2 backward replicas)"
       : g.atol_scale > 0   ? "max|g-r| against k*max|baseline-r| + atol*max(max|r|, max over heads of the terms' sum P_sink*|dO.O|) (baseline: the worse of two same-dtype FlashAttention-2 backward replicas)"
                            : "max|g-r| against k*max|baseline-r| + atol*max|r| (baseline: the worse of two same-dtype FlashAttention-2 backward replicas)");
+  if (head_map_unit > 0) v.map = head_map(g, *v.worst, head_map_unit);
   return v;
+}
+
+// The worst element's tiles (GradientLocation): its own tile, and the span of the other axis's
+// tiles that add terms to it, from the rows' visible key ranges.
+void name_tiles(const Problem& p, bool query_row, GradientLocation& l, const BackwardOptions& opt) {
+  const Sequences s(p);
+  if (query_row) {
+    l.q_tile_lo = l.q_tile_hi = l.row / opt.tile_q;
+    const KeyRange v = visible_range(p, l.b, l.row);
+    if (!v.empty()) l.kv_tile_lo = v.lo / opt.tile_kv, l.kv_tile_hi = (v.hi - 1) / opt.tile_kv;
+    return;
+  }
+  l.kv_tile_lo = l.kv_tile_hi = l.row / opt.tile_kv;
+  for (int64_t i = 0; i < s.sq(l.b); ++i) {
+    const KeyRange v = visible_range(p, l.b, i);
+    if (v.empty() || l.row < v.lo || l.row >= v.hi) continue;
+    if (l.q_tile_lo < 0) l.q_tile_lo = i / opt.tile_q;
+    l.q_tile_hi = i / opt.tile_q;
+  }
 }
 
 void check_size(const char* name, size_t have, int64_t need) {
@@ -288,6 +345,7 @@ BackwardReport verify_backward(const Problem& p, const BackwardExpected& expecte
   }
   if (kernel.dsinks && !p.sinks) throw std::invalid_argument("verify_backward: a dsinks gradient was given for a problem without sinks");
   if (kernel.dsinks) check_size("dsinks", kernel.dsinks->size(), p.heads_q);
+  if (opt.tile_q <= 0 || opt.tile_kv <= 0) throw std::invalid_argument("verify_backward: tile sizes must be positive");
 
   BackwardReport r;
   r.problem = p;
@@ -296,14 +354,17 @@ BackwardReport verify_backward(const Problem& p, const BackwardExpected& expecte
   r.gradients.push_back(judge({"dq", gd, kernel.dq, span_of(expected.oracle.dq), bq, p.head_dim_qk, &qm,
                                "empty_rows", "elements of rows with no visible key that are not exactly 0", &expected.unresolved_rows, 0.0,
                                expected.dq_terms, noise_coefficient(p)},
-                              tol));
+                              tol, opt.error_maps));
   const char* unseen = "elements of keys no query row sees that are not exactly 0";
   r.gradients.push_back(
       judge({"dk", gd, kernel.dk, span_of(expected.oracle.dk), bk, p.head_dim_qk, &km, "unseen_keys", unseen, &expected.unresolved_keys,
              0.0, expected.dk_terms, noise_coefficient(p)},
-            tol));
+            tol, opt.error_maps));
   r.gradients.push_back(
-      judge({"dv", gd, kernel.dv, span_of(expected.oracle.dv), bv, p.head_dim_v, &km, "unseen_keys", unseen, &expected.unresolved_keys}, tol));
+      judge({"dv", gd, kernel.dv, span_of(expected.oracle.dv), bv, p.head_dim_v, &km, "unseen_keys", unseen, &expected.unresolved_keys}, tol,
+            opt.error_maps));
+  for (GradientVerdict& g : r.gradients)
+    if (g.worst) name_tiles(p, g.name == "dq", *g.worst, opt);
   if (expected.count_unresolved_rows > 0)
     r.notes.push_back(std::to_string(expected.count_unresolved_rows) +
                       " query rows have scores fp32 cannot resolve (score rounding >= " + std::to_string(kUnresolvedDelta) +
@@ -315,7 +376,7 @@ BackwardReport verify_backward(const Problem& p, const BackwardExpected& expecte
       r.gradients.push_back(judge({"dsinks", DType::f32, *kernel.dsinks, span_of(expected.oracle.dsinks),
                                    bs, 1, nullptr, nullptr, nullptr, &expected.unresolved_sinks,
                                    sink_terms, is_fp8(p.dtype) ? sink_terms : 0.0, noise_coefficient(p), false},
-                                  tol));
+                                  tol, false));
     else
       r.notes.push_back("dsinks: not checked (the kernel gave no gradient for the sinks)");
   }

@@ -36,13 +36,34 @@ struct KernelGradients {
 
 struct BackwardOptions {
   std::optional<BackwardTolerance> tol;  // default: backward_tolerance_for(p.dtype)
+  bool error_maps = false;               // fill GradientVerdict::map (for the HTML page)
+  int64_t tile_q = 128, tile_kv = 128;   // the kernel's tiles, to name the worst element's (GradientLocation)
 };
 
 // Where a gradient's worst element lies: for dQ (b, query head, query row, col); for dK and dV
 // (b, KV head, key, col); for the sinks' gradient (0, query head, 0, 0). b is the sequence.
+// Its tiles, for a kernel of (tile_q, tile_kv) tiles: a dQ row lies in one q-tile and takes terms
+// from the KV tiles of the keys it sees (the forward's page names the last); a dK/dV key lies in
+// one KV tile and takes terms from the q-tiles of the rows that see it. -1: none (the sinks', a row
+// that sees no key, a key no row sees).
 struct GradientLocation {
   int64_t b = 0, h = 0, row = 0, col = 0;
   double kernel = 0, oracle = 0;
+  int64_t q_tile_lo = -1, q_tile_hi = -1, kv_tile_lo = -1, kv_tile_hi = -1;
+};
+
+// One head of a gradient element by element, for the HTML page (verify/backward_report_html.h),
+// as the forward's ErrorMaps' worst head: ratios are |g − r| / unit, unit the baseline_relative
+// limit, so an element past 1 fails that criterion by itself.
+struct GradientMap {
+  double unit = 0;
+  int64_t b = 0, h = 0;         // the worst element's sequence and head (query head for dQ, KV head for dK/dV)
+  int64_t cols = 0;
+  std::vector<int64_t> rows;    // query rows (dQ) or keys (dK, dV) shown, ascending: every one up to kMaxRows
+  std::vector<float> ratio;     // [rows × cols]; NaN where flag is not ok
+  std::vector<MapFlag> flag;    // unwritten, nan_mismatch, empty_row_nonzero (a row or key held to 0 that is not),
+                                // nonfinite_match, empty_row_ok (held to 0 and 0), unresolved_ok, or ok
+  static constexpr int64_t kMaxRows = 2048;  // beyond: evenly spaced rows, and the worst element's
 };
 
 struct GradientVerdict {
@@ -53,6 +74,7 @@ struct GradientVerdict {
   double cosine = 1, rel_l2 = 0, max_abs = 0, baseline_max_abs = 0, max_ref = 0;
   double atol_ref = 0;  // what the baseline rule's atol multiplies: max|r| (the sinks': at least their terms' size)
   std::optional<GradientLocation> worst;  // a NaN/Inf mismatch first, then a non-zero held to 0, then the largest error
+  std::optional<GradientMap> map;         // BackwardOptions::error_maps; not for the sinks' gradient (one scalar per head)
   bool pass() const;
 };
 

@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "fuzz/generators.h"
-#include "reference/rng.h"
 #include "verify/backward_criteria.h"
 #include "verify/backward_report.h"
 #include "verify/metrics.h"
@@ -40,9 +39,7 @@ Judged draw() {
   j.c = *gen_case(every_variant());
   const Problem& p = j.c.problem;
   j.in = make_inputs(p, j.c.seed, j.c.dist);
-  const CounterRng rng(j.c.seed, 21);
-  j.dout.resize(static_cast<size_t>(p.o_elems()));
-  for (size_t x = 0; x < j.dout.size(); ++x) j.dout[x] = round_to(p.o_dtype(), static_cast<float>(rng.normal(x)));
+  j.dout = make_d_out(p, j.c.seed);
   j.ex = make_backward_expected(p, j.in, j.dout);
   return j;
 }

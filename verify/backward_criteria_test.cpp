@@ -13,7 +13,6 @@
 #include "reference/mask.h"
 #include "reference/naive.h"
 #include "reference/random_variant_test_util.h"
-#include "reference/rng.h"
 #include "reference/sequences.h"
 #include "testing/test_seed.h"
 #include "verify/backward_criteria.h"
@@ -42,10 +41,7 @@ struct Case {
 };
 
 Case make_case(const Problem& p, uint64_t seed) {
-  Case c{p, seed, make_inputs(p, seed), {}, {}};
-  const CounterRng rng(seed, 21);
-  c.dout.resize(static_cast<size_t>(p.o_elems()));
-  for (size_t x = 0; x < c.dout.size(); ++x) c.dout[x] = round_to(p.o_dtype(), static_cast<float>(rng.normal(x)));
+  Case c{p, seed, make_inputs(p, seed), make_d_out(p, seed), {}};
   c.ex = make_backward_expected(p, c.in, c.dout);
   return c;
 }

@@ -66,7 +66,10 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     std::vector<std::pair<std::string, double>> backward_time;
     PhaseTimer backward_clock(backward_time);
     // Every row: the backward oracle has no row sampling yet (verify/backward_expected.h).
-    v.backward = verify_backward(c.problem, make_backward_expected(c.problem, c.inputs, c.gradients->d_out), c.gradients->kernel);
+    BackwardOptions bo;
+    bo.error_maps = opt.error_maps;
+    bo.tile_q = opt.tile_q, bo.tile_kv = opt.tile_kv;
+    v.backward = verify_backward(c.problem, make_backward_expected(c.problem, c.inputs, c.gradients->d_out), c.gradients->kernel, bo);
     backward_clock.lap("backward (oracle, baselines, criteria)");
     if (opt.timings) v.forward.timings.push_back(backward_time.back());
     v.backward->repro = v.forward.repro;

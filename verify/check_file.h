@@ -21,7 +21,7 @@ struct CheckFileOptions {
   int64_t tile_q = 128, tile_kv = 128;
   OracleChoice oracle = OracleChoice::automatic;  // --oracle: cpu, gpu, or auto (the GPU for large problems)
   bool allow_nonfinite_inputs = false;  // NaN/Inf in q/k/v are refused unless asked for
-  bool error_maps = false;              // fill Report::maps (for `check --html`)
+  bool error_maps = false;              // fill Report::maps and the gradients' maps (for `check --html`)
   bool timings = false;                 // fill Report::timings: where a large check spends its time
 };
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "reference/inputs.h"
+#include "reference/naive_backward.h"
 #include "reference/problem.h"
 #include "reference/storage.h"
 #include "verify/backward_criteria.h"
@@ -81,6 +82,11 @@ struct CheckFileWriteOptions {
   float input_fill = NAN;         // padding rows, unused pages and unused keys of q, k, v
   StDType index_dtype = StDType::I32;
   bool o_f32 = false;             // also `o_f32`: o before rounding to its dtype (goldens)
+  // add_check_gradients: names its tensors `<gradient_prefix>do`, ... (goldens: "golden_", so that
+  // `check` does not read the oracle's gradients as a kernel's), and with `gradients_f32` also
+  // `<prefix>dq_f32`, `<prefix>dk_f32`, `<prefix>dv_f32`: the gradients before rounding to their dtype.
+  std::string gradient_prefix;
+  bool gradients_f32 = false;
 };
 
 // The file a kernel's harness would write for this problem: inputs and outputs (logical layout) in
@@ -95,5 +101,9 @@ SafetensorsFile make_check_file(const Problem& p, const Inputs& in, std::span<co
 // slot add; elements nothing reads are 0), dsinks when g.dsinks is set.
 void add_check_gradients(SafetensorsFile& f, const Problem& p, const Inputs& in, std::span<const float> d_out,
                          const KernelGradients& g, const CheckFileWriteOptions& opt);
+// The same from the fp64 oracle's gradients (reference/naive_backward.h): each stored value is the
+// sum in fp64 of the logical rows that read its slot, rounded once to f32 (then to the dtype, as o).
+void add_check_gradients(SafetensorsFile& f, const Problem& p, const Inputs& in, std::span<const float> d_out,
+                         const BackwardResult& g, const CheckFileWriteOptions& opt);
 
 }  // namespace flashcheck

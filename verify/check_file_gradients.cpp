@@ -97,23 +97,47 @@ std::optional<CheckFileGradients> read_check_gradients(SafetensorsFile& f, const
   return g;
 }
 
-void add_check_gradients(SafetensorsFile& f, const Problem& p, const Inputs& in, std::span<const float> d_out,
-                         const KernelGradients& g, const CheckFileWriteOptions& opt) {
+namespace {
+
+// Both add_check_gradients: logical gradients in fp64, laid where a kernel writes them.
+void add_gradients(SafetensorsFile& f, const Problem& p, const Inputs& in, std::span<const float> d_out,
+                   std::span<const double> dq, std::span<const double> dk, std::span<const double> dv,
+                   const std::vector<double>* dsinks, const CheckFileWriteOptions& opt) {
   const Storage sq(p, in, opt.pad_q), skv(p, in, opt.pad_kv);
   const DType gd = gradient_dtype(p);
-  // A gradient where the kernel writes it: zeros where nothing reads, sums where sequences share a slot.
-  auto stored = [&](const Storage& st, Tensor t, const std::vector<float>& logical) {
-    const std::vector<double> wide(logical.begin(), logical.end());
-    const std::vector<double> placed = gradient_in_storage(st, t, wide);
-    return make_tensor(gd, st.shape(t), std::vector<float>(placed.begin(), placed.end()));
+  const std::string& pre = opt.gradient_prefix;
+  // A gradient where the kernel writes it: zeros where nothing reads, sums (in fp64) where
+  // sequences share a slot; rounded once to f32, then to the gradient dtype.
+  auto add = [&](const Storage& st, Tensor t, std::span<const double> logical, const std::string& name) {
+    const std::vector<double> placed = gradient_in_storage(st, t, logical);
+    const std::vector<float> wide(placed.begin(), placed.end());
+    f.tensors[pre + name] = make_tensor(gd, st.shape(t), wide);
+    if (opt.gradients_f32) f.tensors[pre + name + "_f32"] = make_f32_tensor(st.shape(t), wide);
   };
   std::vector<float> d_out_stored(static_cast<size_t>(sq.elems(Tensor::o)), 0.0f);
   sq.scatter(Tensor::o, d_out.data(), d_out_stored.data());
-  f.tensors["do"] = make_tensor(p.o_dtype(), sq.shape(Tensor::o), d_out_stored);
-  f.tensors["dq"] = stored(sq, Tensor::q, g.dq);
-  f.tensors["dk"] = stored(skv, Tensor::k, g.dk);
-  f.tensors["dv"] = stored(skv, Tensor::v, g.dv);
-  if (g.dsinks) f.tensors["dsinks"] = make_f32_tensor({p.heads_q}, *g.dsinks);
+  f.tensors[pre + "do"] = make_tensor(p.o_dtype(), sq.shape(Tensor::o), d_out_stored);
+  add(sq, Tensor::q, dq, "dq");
+  add(skv, Tensor::k, dk, "dk");
+  add(skv, Tensor::v, dv, "dv");
+  if (dsinks) f.tensors[pre + "dsinks"] = make_f32_tensor({p.heads_q}, std::vector<float>(dsinks->begin(), dsinks->end()));
+}
+
+std::vector<double> widened(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+}  // namespace
+
+void add_check_gradients(SafetensorsFile& f, const Problem& p, const Inputs& in, std::span<const float> d_out,
+                         const KernelGradients& g, const CheckFileWriteOptions& opt) {
+  std::optional<std::vector<double>> dsinks;
+  if (g.dsinks) dsinks = widened(*g.dsinks);
+  add_gradients(f, p, in, d_out, widened(g.dq), widened(g.dk), widened(g.dv), dsinks ? &*dsinks : nullptr, opt);
+}
+
+void add_check_gradients(SafetensorsFile& f, const Problem& p, const Inputs& in, std::span<const float> d_out,
+                         const BackwardResult& g, const CheckFileWriteOptions& opt) {
+  auto span_of = [](const auto& v) { return std::span<const double>(v.data(), v.size()); };
+  add_gradients(f, p, in, d_out, span_of(g.dq), span_of(g.dk), span_of(g.dv), p.sinks ? &g.dsinks : nullptr, opt);
 }
 
 }  // namespace flashcheck

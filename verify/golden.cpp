@@ -10,6 +10,7 @@
 #include <set>
 
 #include "reference/naive.h"
+#include "reference/naive_backward.h"
 #include "verify/check_file.h"
 #include "verify/check_file_format.h"
 #include "verify/safetensors.h"
@@ -19,6 +20,7 @@ namespace flashcheck {
 
 namespace {
 constexpr int kFormatVersion = 1;
+constexpr const char* kGradientPrefix = "golden_";
 Problem P(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv, int64_t dqk, int64_t dv, Causal c, DType d) {
   return Problem{b, hq, hkv, sq, skv, dqk, dv, c, {}, d};
 }
@@ -76,6 +78,11 @@ const std::vector<GoldenCase>& golden_cases() {
   return cases;
 }
 
+bool carries_gradients(const GoldenCase& c) {
+  const Problem& p = c.problem;
+  return p.q_elems() + p.k_elems() + p.v_elems() <= kGoldenGradientElements;
+}
+
 std::string sha256_hex(const std::vector<uint8_t>& bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -103,6 +110,12 @@ std::vector<uint8_t> golden_bytes(const GoldenCase& c) {
   w.pad_q = w.pad_kv = c.pad;
   w.o_f32 = true;
   SafetensorsFile f = make_check_file(p, in, o32, &lse, w);
+  if (carries_gradients(c)) {
+    const std::vector<float> d_out = make_d_out(p, c.seed);
+    w.gradient_prefix = kGradientPrefix;
+    w.gradients_f32 = true;
+    add_check_gradients(f, p, in, d_out, naive_attention_backward(p, in, d_out), w);
+  }
   f.metadata["lse_base"] = "e";
   f.metadata["problem"] = to_string(p);
   f.metadata["dist"] = std::string(to_string(c.dist));
@@ -130,6 +143,7 @@ nlohmann::ordered_json manifest_for(const std::vector<std::vector<uint8_t>>& fil
                                  {"problem", to_string(c.problem)},
                                  {"dist", to_string(c.dist)},
                                  {"seed", c.seed},
+                                 {"gradients", carries_gradients(c)},
                                  {"bytes", files[i].size()},
                                  {"sha256", sha256_hex(files[i])}});
   }
@@ -232,6 +246,12 @@ nlohmann::json parse_manifest(const std::filesystem::path& mpath) {
   }
 }
 
+// The oracle's gradients (golden_dq, golden_dq_f32, ..., golden_dsinks); golden_do is an input.
+bool is_gradient(const std::string& name) {
+  return name.rfind(kGradientPrefix, 0) == 0 && name != std::string(kGradientPrefix) + "do";
+}
+bool is_output(const std::string& name) { return name == "o" || name == "o_f32" || name == "lse" || is_gradient(name); }
+
 std::string str(float x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));
@@ -239,7 +259,7 @@ std::string str(float x) {
 }
 
 // Compares one regenerated file with the stored one, filling the input/layout/value findings.
-void compare_contents(const GoldenCase& c, const SafetensorsFile& have, const SafetensorsFile& want, GoldenCaseResult& r) {
+void compare_contents(const SafetensorsFile& have, const SafetensorsFile& want, GoldenCaseResult& r) {
   if (have.metadata != want.metadata) {
     r.layout = true;
     for (const auto& [k, v] : want.metadata)
@@ -249,6 +269,11 @@ void compare_contents(const GoldenCase& c, const SafetensorsFile& have, const Sa
     for (const auto& [k, v] : have.metadata)
       if (!want.metadata.count(k)) r.details.push_back("metadata '" + k + "' is not generated");
   }
+  double gradient_scale = 0;  // the largest finite gradient element of the regenerated case
+  for (const auto& [name, w] : want.tensors)
+    if (is_gradient(name))
+      for (float x : w.to_f32(name))
+        if (std::isfinite(x)) gradient_scale = std::max(gradient_scale, static_cast<double>(std::fabs(x)));
   for (const auto& [name, t] : have.tensors)
     if (!want.tensors.count(name)) {
       r.layout = true;
@@ -262,25 +287,27 @@ void compare_contents(const GoldenCase& c, const SafetensorsFile& have, const Sa
       continue;
     }
     const StTensor& h = it->second;
-    if (name != "o" && name != "o_f32" && name != "lse") {  // inputs: q, k, v and the variants' side tensors
+    if (!is_output(name)) {  // inputs: q, k, v, golden_do and the variants' side tensors
       if (h.data != w.data) {
         r.input_bits = true;
         r.details.push_back("input '" + name + "' differs from the regenerated bits");
       }
       continue;
     }
-    // Outputs: the fp64 oracle's result rounded once; 1 fp32 ulp (2 unit roundoffs of the case
-    // dtype for `o`) absorbs a BLAS that sums in another order, and nothing more.
+    // Outputs: the fp64 oracle's result rounded once; 1 fp32 ulp (2 unit roundoffs of the tensor's
+    // dtype) absorbs a BLAS that sums in another order, and nothing more. Gradients cancel (dQ is
+    // 0 in the truth when a row's keys are equal), so theirs also allow 2^-30 of the largest.
     const auto a = h.to_f32(name), b = w.to_f32(name);
-    const DType d = name == "o" ? c.problem.o_dtype() : DType::f32;
+    const DType d = from_st(w.dtype).value_or(DType::f32);  // o: the case's output dtype; o_f32, lse: f32
     const double rel = d == DType::f32 ? 0x1p-23 : 2 * unit_roundoff(d);
+    const double abs = is_gradient(name) ? 0x1p-30 * gradient_scale : 0.0;
     const int bytes = st_dtype_bytes(w.dtype);
     size_t bits = 0, beyond = 0, first = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       if (std::memcmp(h.data.data() + i * bytes, w.data.data() + i * bytes, bytes) == 0) continue;
       ++bits;
       const bool within = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i] ||
-                          (std::isfinite(a[i]) && std::isfinite(b[i]) && std::fabs(a[i] - b[i]) <= std::fabs(b[i]) * rel);
+                          (std::isfinite(a[i]) && std::isfinite(b[i]) && std::fabs(a[i] - b[i]) <= std::fabs(b[i]) * rel + abs);
       if (!within && beyond++ == 0) first = i;
     }
     if (beyond) {
@@ -343,7 +370,7 @@ GoldenReport golden_check(const std::filesystem::path& dir) {
       }
       if (!r.unreadable) {
         const auto generated = golden_bytes(c);
-        compare_contents(c, have, parse_safetensors(generated), r);
+        compare_contents(have, parse_safetensors(generated), r);
         // Says whether the manifest or the file is the odd one out: equal bytes put it on the manifest.
         if (r.hash_mismatch && bytes == generated)
           r.details.push_back("the file is exactly what this build generates: manifest.json's hash is what changed");

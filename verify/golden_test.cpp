@@ -19,6 +19,7 @@
 
 #include "testing/test_seed.h"
 #include "verify/check_file.h"
+#include "verify/backward_report.h"
 #include "verify/check_file_format.h"
 #include "verify/safetensors.h"
 
@@ -362,6 +363,159 @@ TEST(Golden, CommandLineExitCodes) {
   EXPECT_NE(out.find("[hash only]"), std::string::npos) << out;
   EXPECT_NE(out.find("nothing written"), std::string::npos) << out;
   fs::remove(log);
+  fs::remove_all(dir);
+}
+
+// Gradients (issue 23). The cases that carry them, drawn at random by a test.
+std::vector<const GoldenCase*> gradient_cases() {
+  std::vector<const GoldenCase*> v;
+  for (const GoldenCase& c : golden_cases())
+    if (carries_gradients(c)) v.push_back(&c);
+  return v;
+}
+const char* const kGradientTensors[] = {"golden_dq", "golden_dk", "golden_dv", "golden_dq_f32", "golden_dk_f32", "golden_dv_f32"};
+
+// Every variant has a golden with gradients; a case that carries them holds dO as make_d_out draws
+// it and the oracle's gradients, which `check` reads as a kernel's once the prefix is dropped and
+// passes (forward and backward), while the golden itself is judged on its forward output alone.
+TEST(Golden, GradientsAreTheOraclesForTheSeedsDo) {
+  bool gqa = false, sinks = false, varlen = false, paged = false, fp8 = false, window = false, softcap = false, alibi = false;
+  int forward_only = 0;
+  for (const GoldenCase& c : golden_cases()) {
+    const fs::path path = fs::path(FLASHCHECK_DATA_DIR) / (c.name + ".safetensors");
+    SafetensorsFile f = read_safetensors(path);
+    SCOPED_TRACE(c.name);
+    if (!carries_gradients(c)) {
+      ++forward_only;
+      for (const auto& [name, t] : f.tensors) EXPECT_NE(name.rfind("golden_", 0), 0u) << name;
+      continue;
+    }
+    const Problem& p = c.problem;
+    gqa |= p.heads_q != p.heads_kv, sinks |= p.sinks, varlen |= p.varlen(), paged |= p.paged(), fp8 |= is_fp8(p.dtype);
+    window |= !p.window.none(), softcap |= p.softcap != 0, alibi |= p.alibi != Alibi::none;
+    for (const char* t : kGradientTensors) EXPECT_TRUE(f.tensors.count(t)) << t;
+    EXPECT_EQ(f.tensors.count("golden_dsinks"), p.sinks ? 1u : 0u);
+    // The golden as it is: the forward judged, nothing read as a kernel's gradient.
+    const CheckFileVerdict as_is = check_file(path, CheckFileOptions{});
+    EXPECT_TRUE(as_is.forward.pass()) << to_text(as_is.forward);
+    EXPECT_FALSE(as_is.backward.has_value());
+    // Without the prefix: a check file whose kernel is the rounded oracle. Its dO must be the
+    // seed's (check judges against the oracle for the file's dO, so only this ties them).
+    SafetensorsFile renamed = read_safetensors(path);
+    for (const char* t : {"do", "dq", "dk", "dv", "dsinks"})
+      if (renamed.tensors.count(std::string("golden_") + t)) renamed.tensors[t] = renamed.tensors.at(std::string("golden_") + t);
+    for (auto it = renamed.tensors.begin(); it != renamed.tensors.end();)
+      it = it->first.rfind("golden_", 0) == 0 ? renamed.tensors.erase(it) : std::next(it);
+    SafetensorsFile reread = parse_safetensors(serialize_safetensors(renamed));
+    const CheckFileCase kernel_file = [&] {
+      try {
+        return read_check_case(reread, false);
+      } catch (const CannotTest& e) {  // a paged cache whose sequences share a slot: not judged yet
+        EXPECT_TRUE(p.paged()) << e.what();
+        return CheckFileCase{};
+      }
+    }();
+    if (!kernel_file.gradients) continue;
+    EXPECT_EQ(kernel_file.gradients->d_out, make_d_out(p, c.seed));
+    const fs::path out = fs::temp_directory_path() / ("fc_golden_grad_" + std::to_string(::getpid()) + ".safetensors");
+    spit(out, serialize_safetensors(renamed));
+    const CheckFileVerdict v = check_file(out, CheckFileOptions{});
+    fs::remove(out);
+    ASSERT_TRUE(v.backward.has_value());
+    EXPECT_TRUE(v.pass()) << to_text(v.forward) << to_text(*v.backward);
+  }
+  EXPECT_GE(forward_only, 1);
+  EXPECT_TRUE(gqa && sinks && varlen && paged && fp8 && window && softcap && alibi);
+}
+
+// One element of a gradient changed well past tolerance is found, named by its tensor, and
+// protected like an output: regen refuses to overwrite it, --force restores the committed bytes.
+TEST(Golden, AlteredGradientElementIsNamed) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(605));
+  // Any gradient tensor of any case, but one that is not all zeros (with one-hot softmax rows, as
+  // Dist::large's, dS and so dQ and dK are exactly 0).
+  std::vector<std::pair<const GoldenCase*, std::string>> candidates;
+  for (const GoldenCase* g : gradient_cases()) {
+    const SafetensorsFile f = read_safetensors(fs::path(FLASHCHECK_DATA_DIR) / (g->name + ".safetensors"));
+    for (const auto& [name, t] : f.tensors) {
+      if (name.rfind("golden_d", 0) != 0 || name == "golden_do") continue;
+      const auto x = t.to_f32(name);
+      if (std::any_of(x.begin(), x.end(), [](float e) { return std::isfinite(e) && e != 0; })) candidates.emplace_back(g, name);
+    }
+  }
+  ASSERT_GE(candidates.size(), 20u);
+  const auto& [cp, tensor] = candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(gen)];
+  const GoldenCase& c = *cp;
+  const fs::path dir = copy_of_data("grad");
+  const Snapshot committed = snapshot(dir);
+  const fs::path file = dir / (c.name + ".safetensors");
+  SafetensorsFile f = read_safetensors(file);
+  StTensor& t = f.tensors.at(tensor);
+  std::vector<float> x = t.to_f32(tensor);
+  float big = 0;
+  for (float e : x) big = std::max(big, std::isfinite(e) ? std::fabs(e) : 0.0f);
+  size_t at = 0;  // an element far above the 2^-30 of the largest that verify allows
+  do at = std::uniform_int_distribution<size_t>(0, x.size() - 1)(gen);
+  while (!(std::fabs(x[at]) >= big * 0x1p-10f));
+  x[at] *= 2;
+  t = make_tensor(from_st(t.dtype).value(), t.shape, x);
+  spit(file, serialize_safetensors(f));
+  SCOPED_TRACE(c.name + " tensor " + tensor + " element " + std::to_string(at));
+  const auto r = result_for(golden_check(dir), c.name);
+  EXPECT_EQ(r.verdict(), "hash and values") << joined(r);
+  EXPECT_NE(joined(r).find("tensor '" + tensor + "': 1 element(s) beyond tolerance, first " + std::to_string(at)), std::string::npos)
+      << joined(r);
+  std::ostringstream log;
+  EXPECT_EQ(golden_regen(dir, false, log).refused, 1);
+  EXPECT_EQ(golden_regen(dir, true, log).written, 1);
+  EXPECT_TRUE(snapshot(dir) == committed);
+  fs::remove_all(dir);
+}
+
+// A gradient tensor missing from a case that carries them is a layout finding naming it (the
+// file still parses and its forward checks clean, so nothing else would notice).
+TEST(Golden, MissingGradientIsALayoutFinding) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(606));
+  const auto cases = gradient_cases();
+  const GoldenCase& c = *cases[std::uniform_int_distribution<size_t>(0, cases.size() - 1)(gen)];
+  std::vector<std::string> names(std::begin(kGradientTensors), std::end(kGradientTensors));
+  names.push_back("golden_do");
+  const std::string tensor = names[std::uniform_int_distribution<size_t>(0, names.size() - 1)(gen)];
+  const fs::path dir = copy_of_data("nograd");
+  const fs::path file = dir / (c.name + ".safetensors");
+  SafetensorsFile f = read_safetensors(file);
+  ASSERT_EQ(f.tensors.erase(tensor), 1u);
+  spit(file, serialize_safetensors(f));
+  SCOPED_TRACE(c.name + " without " + tensor);
+  const auto r = result_for(golden_check(dir), c.name);
+  EXPECT_EQ(r.verdict(), "metadata/layout") << joined(r);
+  EXPECT_NE(joined(r).find("tensor '" + tensor + "' is missing"), std::string::npos) << joined(r);
+  const fs::path log = fs::temp_directory_path() / ("fc_golden_nograd_" + std::to_string(::getpid()) + ".log");
+  EXPECT_EQ(cli("golden verify --dir '" + dir.string() + "'", log), kMismatch);
+  const auto bytes = slurp(log);
+  const std::string text(bytes.begin(), bytes.end());
+  const size_t line = text.find("FAIL " + c.name + " [metadata/layout]");
+  EXPECT_NE(line, std::string::npos) << text;
+  EXPECT_LT(text.find("tensor '" + tensor + "' is missing", line), text.find('\n', line)) << text;
+  fs::remove(log);
+  fs::remove_all(dir);
+}
+
+// Regen is idempotent: into an empty folder it writes the committed bytes (gradients included),
+// and a second regen there writes nothing.
+TEST(Golden, RegenIsIdempotent) {
+  const fs::path dir = fs::temp_directory_path() / ("fc_golden_regen_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::ostringstream log;
+  EXPECT_EQ(golden_regen(dir, false, log).written, static_cast<int>(golden_cases().size()));
+  const Snapshot first = snapshot(dir);
+  const GoldenStatus again = golden_regen(dir, false, log);
+  EXPECT_EQ(again.written, 0);
+  EXPECT_EQ(again.unchanged, static_cast<int>(golden_cases().size()));
+  EXPECT_TRUE(snapshot(dir) == first);
+  const fs::path committed = copy_of_data("regen");
+  EXPECT_TRUE(snapshot(dir) == snapshot(committed)) << "data/ is not what this build generates: flashcheck golden regen --force";
+  fs::remove_all(committed);
   fs::remove_all(dir);
 }
 

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "reference/conventions.h"
+#include "verify/backward_report_html.h"
+#include "verify/report_html_detail.h"
 
 namespace flashcheck {
 
@@ -26,9 +28,7 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-namespace {
-
-std::string escape(const std::string& s) { return html_escape(s); }
+namespace html_detail {
 
 std::string base64(const void* data, size_t n) {
   static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -45,13 +45,6 @@ std::string base64(const void* data, size_t n) {
   return out;
 }
 
-// Typed arrays travel as base64 of their little-endian bytes: compact, and NaN/Inf survive (JSON has
-// neither). The page decodes them into Float32Array / Uint8Array / Uint32Array.
-template <class T>
-std::string b64(const std::vector<T>& v) {
-  return base64(v.data(), v.size() * sizeof(T));
-}
-
 std::string num(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
@@ -59,6 +52,18 @@ std::string num(double x) {
   os.precision(6);
   os << x;
   return os.str();
+}
+
+std::vector<uint8_t> flag_bytes(const std::vector<MapFlag>& f) {
+  std::vector<uint8_t> u(f.size());
+  std::memcpy(u.data(), f.data(), f.size());
+  return u;
+}
+
+std::string script_json(std::string json) {
+  // "</" would end the script element early; "<\/" is the same JSON string.
+  for (size_t at = 0; (at = json.find("</", at)) != std::string::npos; at += 3) json.replace(at, 2, "<\\/");
+  return json;
 }
 
 // How much of its limit a criterion used (1 is the edge of failing), or "-" where it has none.
@@ -81,86 +86,37 @@ const char* status_class(CriterionStatus s) {
   return "na";
 }
 
-const char* flag_name(MapFlag f) {
-  switch (f) {
-    case MapFlag::unwritten: return "unwritten (poison)";
-    case MapFlag::nan_mismatch: return "NaN/Inf where the oracle differs";
-    case MapFlag::empty_row_nonzero: return "empty row not as the convention says";
-    case MapFlag::nonfinite_match: return "NaN/Inf as the oracle";
-    case MapFlag::empty_row_ok: return "empty row, as the convention says";
-    case MapFlag::outside_contenders: return "outside the values of the keys fp32 cannot tell apart";
-    case MapFlag::unresolved_ok: return "row fp32 cannot resolve, within its contenders' values";
-    case MapFlag::ok: break;
+// The verdict table, one row per criterion through report.h's status helpers.
+void verdict_table(std::ostream& h, const std::string& table_attrs, const std::vector<Criterion>& criteria, bool measured) {
+  h << "<table " << table_attrs << "><tr><th>status</th><th>criterion</th><th>value against its limit</th>"
+       "<th>share of limit</th><th>what</th></tr>\n";
+  for (const Criterion& c : criteria) {
+    const CriterionStatus st = status_of(c);
+    h << "<tr data-criterion=\"" << html_escape(c.name) << "\" data-status=\"" << status_text(st) << "\""
+      << (st == CriterionStatus::fail ? " class=\"bad\"" : "") << "><td class=\"" << status_class(st) << "\">"
+      << status_text(st) << "</td><td>" << html_escape(c.name) << "</td><td class=\"n\">"
+      << html_escape(measured ? comparison_text(c) : std::string("-")) << "</td><td class=\"n\">"
+      << (measured ? used(c) : "-") << "</td><td>" << html_escape(c.detail) << "</td></tr>\n";
   }
-  return "ok";
+  h << "</table>\n";
 }
 
-nlohmann::json page_data(const Report& r) {
-  nlohmann::json j;
-  j["pass"] = r.pass();
-  j["problem"] = to_string(r.problem);
-  j["dv"] = r.problem.head_dim_v;
-  if (!r.maps) {
-    j["maps"] = nullptr;
-    return j;
-  }
-  const ErrorMaps& m = *r.maps;
-  std::vector<uint32_t> tile_flagged(m.tile_flagged.size());
-  for (size_t i = 0; i < m.tile_flagged.size(); ++i)
-    tile_flagged[i] = static_cast<uint32_t>(std::min<int64_t>(m.tile_flagged[i], UINT32_MAX));
-  auto flags = [](const std::vector<MapFlag>& f) {
-    std::vector<uint8_t> u(f.size());
-    std::memcpy(u.data(), f.data(), f.size());
-    return u;
-  };
-  j["maps"] = {{"unit", num(m.unit)},
-               {"tile_q", m.tile_q},
-               {"tile_kv", m.tile_kv},
-               {"q_tiles", m.q_tiles},
-               {"kv_tiles", m.kv_tiles},
-               {"tile_ratio", b64(m.tile_ratio)},
-               {"tile_flagged", b64(tile_flagged)},
-               {"head_b", m.head_b},
-               {"head_h", m.head_h},
-               {"rows", m.rows},
-               {"head_ratio", b64(m.head_ratio)},
-               {"head_flag", b64(flags(m.head_flag))},
-               {"has_lse", !m.lse_ratio.empty()},
-               {"lse_ratio", b64(m.lse_ratio)},
-               {"lse_ratio_max", b64(m.lse_ratio_max)},
-               {"lse_flag", b64(flags(m.lse_flag))}};
-  return j;
-}
+const char* const kLegend =
+    "<p class=\"legend\">error/tolerance (1 = fails on its own):<span style=\"background:rgb(48,18,59)\"></span>&le;1e-4"
+    "<span style=\"background:rgb(40,120,142)\"></span>1e-3<span style=\"background:rgb(53,183,121)\"></span>1e-2"
+    "<span style=\"background:rgb(253,231,37)\"></span>1<span style=\"background:rgb(235,50,40)\"></span>&gt;1"
+    "<span style=\"background:rgb(125,0,0)\"></span>&ge;100<span style=\"background:#f0f\"></span>unwritten"
+    "<span style=\"background:#000\"></span>NaN/Inf mismatch<span style=\"background:rgb(255,140,0)\"></span>empty row wrong"
+    "<span style=\"background:rgb(215,215,215)\"></span>empty row / non-finite as expected</p>\n";
 
-const char* kStyle = R"CSS(
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1100px; }
-h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 1.6em; }
-.pass { color: #1a7f37; } .fail { color: #cf222e; } .warn { color: #9a6700; } .na { color: #666; }
-table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
-tr.bad td { background: #fff0f0; } td.n { font-family: ui-monospace, monospace; text-align: right; }
-pre { background: #f6f8fa; padding: 8px; white-space: pre-wrap; word-break: break-all; }
-canvas { border: 1px solid #ccc; image-rendering: pixelated; display: block; margin: 4px 0; }
-.legend span { display: inline-block; width: 12px; height: 12px; vertical-align: middle; margin: 0 4px 0 12px; border: 1px solid #999; }
-#tip { position: fixed; pointer-events: none; background: #222; color: #fff; padding: 3px 6px; font-size: 12px; display: none; }
-.note { color: #666; }
-)CSS";
-
-// Draws the heatmaps and the LSE chart from the embedded data, then marks <html> with what it drew
-// (data-drawn, painted-pixel and colour counts, the hottest tile), so a headless browser can check it.
-const char* kScript = R"JS(
-(function () {
-  const root = document.documentElement;
-  const data = JSON.parse(document.getElementById('fc-data').textContent);
-  const m = data.maps;
-  if (!m) { root.setAttribute('data-drawn', 'no-maps'); return; }
+// The heatmap drawing both parts of a page share (report_html_detail.h).
+const char* const kHeatmapScript = R"JS(
+window.fcHeat = (function () {
   function dec(s, Type) {
     const bin = atob(s), u8 = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
     return new Type(u8.buffer);
   }
-  const FLAG_NAMES = ['ok', 'unwritten (poison)', 'NaN/Inf where the oracle differs', 'empty row not as the convention says',
-                      'NaN/Inf as the oracle', 'empty row, as the convention says',
-                      'outside the values of the keys fp32 cannot tell apart', 'row fp32 cannot resolve, within its contenders\' values'];
   const FLAG_RGB = [null, [255, 0, 255], [0, 0, 0], [255, 140, 0], [190, 190, 190], [215, 215, 215], [120, 0, 160], [200, 225, 240]];
   // Flagged elements (1-3, 6) outrank the ones with nothing to measure (4-5, 7), which outrank measured ones.
   const rank = f => (f >= 1 && f <= 3) || f === 6 ? 2 : (f ? 1 : 0);
@@ -194,8 +150,8 @@ const char* kScript = R"JS(
     ctx.putImageData(img, 0, 0);
     return { bh, bw, H, W, cw, ch, agg, af };
   }
-  const tip = document.getElementById('tip');
   function hover(canvas, g, text) {
+    const tip = document.getElementById('tip');
     canvas.addEventListener('mousemove', e => {
       const b = canvas.getBoundingClientRect(), x = Math.floor((e.clientX - b.left) / g.cw), y = Math.floor((e.clientY - b.top) / g.ch);
       if (x < 0 || y < 0 || x >= g.W || y >= g.H) { tip.style.display = 'none'; return; }
@@ -206,6 +162,99 @@ const char* kScript = R"JS(
   }
   const fmt = r => (r >= 0) ? r.toPrecision(3) : 'none measured';
   const span = (i, b, n) => (b === 1 ? String(i) : (i * b) + '-' + (Math.min((i + 1) * b, n) - 1));
+  // Marks <html> with what canvas `id` holds: painted pixels and distinct colours (up to 64).
+  function measure(id) {
+    const root = document.documentElement, cv = document.getElementById(id);
+    const px = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+    let painted = 0;
+    const colours = new Set();
+    for (let i = 0; i < px.length; i += 4) if (px[i + 3]) { painted++; if (colours.size < 64) colours.add(px[i] << 16 | px[i + 1] << 8 | px[i + 2]); }
+    root.setAttribute('data-painted-' + id, String(painted));
+    root.setAttribute('data-colours-' + id, String(colours.size));
+  }
+  return { dec, FLAG_RGB, rank, colour, heatmap, hover, fmt, span, measure };
+})();
+)JS";
+
+}  // namespace html_detail
+
+namespace {
+
+using namespace html_detail;
+
+std::string escape(const std::string& s) { return html_escape(s); }
+
+const char* flag_name(MapFlag f) {
+  switch (f) {
+    case MapFlag::unwritten: return "unwritten (poison)";
+    case MapFlag::nan_mismatch: return "NaN/Inf where the oracle differs";
+    case MapFlag::empty_row_nonzero: return "empty row not as the convention says";
+    case MapFlag::nonfinite_match: return "NaN/Inf as the oracle";
+    case MapFlag::empty_row_ok: return "empty row, as the convention says";
+    case MapFlag::outside_contenders: return "outside the values of the keys fp32 cannot tell apart";
+    case MapFlag::unresolved_ok: return "row fp32 cannot resolve, within its contenders' values";
+    case MapFlag::ok: break;
+  }
+  return "ok";
+}
+
+nlohmann::json page_data(const Report& r) {
+  nlohmann::json j;
+  j["pass"] = r.pass();
+  j["problem"] = to_string(r.problem);
+  j["dv"] = r.problem.head_dim_v;
+  if (!r.maps) {
+    j["maps"] = nullptr;
+    return j;
+  }
+  const ErrorMaps& m = *r.maps;
+  std::vector<uint32_t> tile_flagged(m.tile_flagged.size());
+  for (size_t i = 0; i < m.tile_flagged.size(); ++i)
+    tile_flagged[i] = static_cast<uint32_t>(std::min<int64_t>(m.tile_flagged[i], UINT32_MAX));
+  j["maps"] = {{"unit", num(m.unit)},
+               {"tile_q", m.tile_q},
+               {"tile_kv", m.tile_kv},
+               {"q_tiles", m.q_tiles},
+               {"kv_tiles", m.kv_tiles},
+               {"tile_ratio", b64(m.tile_ratio)},
+               {"tile_flagged", b64(tile_flagged)},
+               {"head_b", m.head_b},
+               {"head_h", m.head_h},
+               {"rows", m.rows},
+               {"head_ratio", b64(m.head_ratio)},
+               {"head_flag", b64(flag_bytes(m.head_flag))},
+               {"has_lse", !m.lse_ratio.empty()},
+               {"lse_ratio", b64(m.lse_ratio)},
+               {"lse_ratio_max", b64(m.lse_ratio_max)},
+               {"lse_flag", b64(flag_bytes(m.lse_flag))}};
+  return j;
+}
+
+const char* kStyle = R"CSS(
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1100px; }
+h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 1.6em; }
+.pass { color: #1a7f37; } .fail { color: #cf222e; } .warn { color: #9a6700; } .na { color: #666; }
+table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+tr.bad td { background: #fff0f0; } td.n { font-family: ui-monospace, monospace; text-align: right; }
+pre { background: #f6f8fa; padding: 8px; white-space: pre-wrap; word-break: break-all; }
+canvas { border: 1px solid #ccc; image-rendering: pixelated; display: block; margin: 4px 0; }
+.legend span { display: inline-block; width: 12px; height: 12px; vertical-align: middle; margin: 0 4px 0 12px; border: 1px solid #999; }
+#tip { position: fixed; pointer-events: none; background: #222; color: #fff; padding: 3px 6px; font-size: 12px; display: none; }
+.note { color: #666; }
+)CSS";
+
+// Draws the heatmaps and the LSE chart from the embedded data, then marks <html> with what it drew
+// (data-drawn, painted-pixel and colour counts, the hottest tile), so a headless browser can check it.
+const char* kScript = R"JS(
+(function () {
+  const root = document.documentElement;
+  const data = JSON.parse(document.getElementById('fc-data').textContent);
+  const m = data.maps;
+  if (!m) { root.setAttribute('data-drawn', 'no-maps'); return; }
+  const FLAG_NAMES = ['ok', 'unwritten (poison)', 'NaN/Inf where the oracle differs', 'empty row not as the convention says',
+                      'NaN/Inf as the oracle', 'empty row, as the convention says',
+                      'outside the values of the keys fp32 cannot tell apart', 'row fp32 cannot resolve, within its contenders\' values'];
+  const { dec, FLAG_RGB, rank, heatmap, hover, fmt, span, measure } = window.fcHeat;
 
   // 1. Tiles: y = q-tile, x = KV tile of the row's last visible key.
   const tr = dec(m.tile_ratio, Float32Array), tf = dec(m.tile_flagged, Uint32Array);
@@ -246,14 +295,7 @@ const char* kScript = R"JS(
     for (let i = 0; i < nr; i++) if (rank(lf[i]) === 2) { ctx.fillStyle = 'rgb(' + FLAG_RGB[lf[i]].join(',') + ')'; ctx.fillRect(x(i) - 1, 2, 3, Hd - 4); }
     drawn.push('lse');
   }
-  for (const id of drawn) {
-    const cv = document.getElementById(id), px = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
-    let painted = 0;
-    const colours = new Set();
-    for (let i = 0; i < px.length; i += 4) if (px[i + 3]) { painted++; if (colours.size < 64) colours.add(px[i] << 16 | px[i + 1] << 8 | px[i + 2]); }
-    root.setAttribute('data-painted-' + id, String(painted));
-    root.setAttribute('data-colours-' + id, String(colours.size));
-  }
+  for (const id of drawn) measure(id);
   root.setAttribute('data-hot-tile', hot < 0 ? '' : Math.floor(hot / m.kv_tiles) + ',' + (hot % m.kv_tiles));
   root.setAttribute('data-flagged-tiles', flaggedTiles.join(';'));
   root.setAttribute('data-drawn', drawn.join(','));
@@ -262,9 +304,9 @@ const char* kScript = R"JS(
 
 }  // namespace
 
-std::string to_html(const Report& r) {
+std::string to_html(const Report& r, const BackwardReport* backward) {
   std::ostringstream h;
-  const bool pass = r.pass();
+  const bool pass = r.pass() && (!backward || backward->pass());
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
     // Before anything else: any script error lands on <html>, where a headless check can read it.
     << "<script>window.onerror = function (msg, src, line) { document.documentElement.setAttribute('data-script-error', "
@@ -274,18 +316,14 @@ std::string to_html(const Report& r) {
   h << "<h1><span class=\"" << (pass ? "pass\">PASS" : "fail\">FAIL") << "</span> " << escape(to_string(r.problem))
     << "</h1>\n<p>Rows checked per (b,h): " << r.rows_checked << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements
     << ".</p>\n";
+  if (backward)
+    h << "<p id=\"verdicts\">forward <span class=\"" << (r.pass() ? "pass\">PASS" : "fail\">FAIL") << "</span>, backward "
+      << backward_verdict_html(*backward) << ": each judged apart, the page's verdict is both. <a href=\"#backward\">The "
+      << "gradients</a> follow the forward output's sections.</p>\n";
 
-  h << "<h2>Verdict</h2>\n<table id=\"verdict\"><tr><th>status</th><th>criterion</th><th>value against its limit</th>"
-       "<th>share of limit</th><th>what</th></tr>\n";
-  for (const Criterion& c : r.criteria) {
-    const CriterionStatus st = status_of(c);
-    h << "<tr data-criterion=\"" << escape(c.name) << "\" data-status=\"" << status_text(st) << "\""
-      << (st == CriterionStatus::fail ? " class=\"bad\"" : "") << "><td class=\"" << status_class(st) << "\">"
-      << status_text(st) << "</td><td>" << escape(c.name) << "</td><td class=\"n\">"
-      << escape(r.elements == 0 ? std::string("-") : comparison_text(c)) << "</td><td class=\"n\">"
-      << (r.elements == 0 ? "-" : used(c)) << "</td><td>" << escape(c.detail) << "</td></tr>\n";
-  }
-  h << "</table>\n<p class=\"note\">share of limit: how much of its limit a criterion used (1 = the edge of failing; for "
+  h << "<h2>" << (backward ? "Forward verdict (o, lse)" : "Verdict") << "</h2>\n";
+  verdict_table(h, "id=\"verdict\"", r.criteria, r.elements != 0);
+  h << "<p class=\"note\">share of limit: how much of its limit a criterion used (1 = the edge of failing; for "
        "cosine, (1 &minus; value)/(1 &minus; limit)). ok: judged and within its limit; reported only: measured, not "
        "judged; n/a: nothing could be measured.</p>\n";
   if (r.compared == 0) {
@@ -305,13 +343,6 @@ std::string to_html(const Report& r) {
   }
   h << "<h2>Reproduce</h2>\n<pre>" << (r.repro.empty() ? "(no reproducing command was given)" : escape(r.repro)) << "</pre>\n";
 
-  const char* legend =
-      "<p class=\"legend\">error/tolerance (1 = fails on its own):<span style=\"background:rgb(48,18,59)\"></span>&le;1e-4"
-      "<span style=\"background:rgb(40,120,142)\"></span>1e-3<span style=\"background:rgb(53,183,121)\"></span>1e-2"
-      "<span style=\"background:rgb(253,231,37)\"></span>1<span style=\"background:rgb(235,50,40)\"></span>&gt;1"
-      "<span style=\"background:rgb(125,0,0)\"></span>&ge;100<span style=\"background:#f0f\"></span>unwritten"
-      "<span style=\"background:#000\"></span>NaN/Inf mismatch<span style=\"background:rgb(255,140,0)\"></span>empty row wrong"
-      "<span style=\"background:rgb(215,215,215)\"></span>empty row / non-finite as expected</p>\n";
   if (r.maps) {
     const ErrorMaps& m = *r.maps;
     h << "<p class=\"note\">Error/tolerance is |o &minus; oracle| / " << num(m.unit)
@@ -320,7 +351,7 @@ std::string to_html(const Report& r) {
       << m.tile_kv << " keys each, " << m.kv_tiles
       << " tiles) holding the row's last visible key (0 for a row that sees none). Each cell: the largest error over its "
          "elements in every (b, h); magenta: it holds unwritten, NaN-mismatched or wrong empty-row elements.</p>\n"
-      << legend << "<canvas id=\"tiles\"></canvas>\n";
+      << kLegend << "<canvas id=\"tiles\"></canvas>\n";
     h << "<h2>Worst head, row by column</h2>\n<p>(b=" << m.head_b << ", h=" << m.head_h << "): " << m.rows.size()
       << " checked rows (top to bottom) by " << r.problem.head_dim_v << " columns.</p>\n"
       << "<canvas id=\"head\"></canvas>\n";
@@ -350,17 +381,16 @@ std::string to_html(const Report& r) {
     h << "<p class=\"note\">No error maps in this report: they are computed when asked for (flashcheck check --html, run "
          "--html, or JudgeOptions::error_maps).</p>\n";
   }
-  std::string json = page_data(r).dump();
-  // "</" would end the script element early; "<\/" is the same JSON string.
-  for (size_t at = 0; (at = json.find("</", at)) != std::string::npos; at += 3) json.replace(at, 2, "<\\/");
-  h << "<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"fc-data\">" << json << "</script>\n<script>"
-    << kScript << "</script>\n</body></html>\n";
+  const std::string json = script_json(page_data(r).dump());
+  const BackwardHtml b = backward ? backward_html(*backward) : BackwardHtml{};
+  h << b.body << "<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"fc-data\">" << json << "</script>\n<script>"
+    << kHeatmapScript << "</script>\n<script>" << kScript << "</script>\n" << b.script << "</body></html>\n";
   return h.str();
 }
 
-void write_html(const Report& r, const std::filesystem::path& path) {
+void write_html(const Report& r, const std::filesystem::path& path, const BackwardReport* backward) {
   std::ofstream os(path, std::ios::binary);
-  os << to_html(r);
+  os << to_html(r, backward);
   os.close();
   if (!os) throw CannotTest("cannot write the HTML report to " + path.string());
 }
