@@ -19,6 +19,7 @@
 #include "gpu/kernel.h"
 #include "reference/dtype.h"
 #include "reference/problem.h"
+#include "runner/contiguous_args.h"
 #include "runner/device.h"
 
 namespace {
@@ -43,8 +44,6 @@ std::unique_ptr<Buffer> random_bf16(int64_t n, uint64_t seed) {
   device::to_device(b->p, h.data(), h.size() * 2);
   return b;
 }
-
-TensorRef bhsd(void* data, int64_t heads, int64_t seq, int64_t d) { return TensorRef{data, heads * seq * d, d, seq * d, 0}; }
 
 double median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
@@ -99,18 +98,8 @@ int main(int argc, char** argv) {
     auto dout = random_bf16(p.o_elems(), ++seed);
     Buffer o(static_cast<size_t>(p.o_elems()) * 2), lse(static_cast<size_t>(p.batch * p.heads_q * p.seq_q) * 4);
     Buffer dq(static_cast<size_t>(p.q_elems()) * 2), dk(static_cast<size_t>(p.k_elems()) * 2), dv(static_cast<size_t>(p.v_elems()) * 2);
-    KernelArgs a;
-    a.q = bhsd(q->p, p.heads_q, p.seq_q, p.head_dim_qk);
-    a.k = bhsd(k->p, p.heads_kv, p.seq_kv, p.head_dim_qk);
-    a.v = bhsd(v->p, p.heads_kv, p.seq_kv, p.head_dim_v);
-    a.o = bhsd(o.p, p.heads_q, p.seq_q, p.head_dim_v);
-    a.lse = TensorRef{lse.p, p.heads_q * p.seq_q, 1, p.seq_q, 0};
-    a.stream = device::stream();
-    BackwardArgs g;
-    g.dout = bhsd(dout->p, p.heads_q, p.seq_q, p.head_dim_v);
-    g.dq = bhsd(dq.p, p.heads_q, p.seq_q, p.head_dim_qk);
-    g.dk = bhsd(dk.p, p.heads_kv, p.seq_kv, p.head_dim_qk);
-    g.dv = bhsd(dv.p, p.heads_kv, p.seq_kv, p.head_dim_v);
+    const KernelArgs a = contiguous_kernel_args(p, q->p, k->p, v->p, o.p, lse.p, device::stream());
+    BackwardArgs g = contiguous_backward_args(p, dout->p, dq.p, dk.p, dv.p);
     std::vector<float> fwd, bwd;
     for (int i = 0; i < warmup + iters; ++i) {
       const float f = device::time_ms([&] { def->launch2(p, a); });

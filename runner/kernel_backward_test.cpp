@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "gpu/kernel.h"
 #include "reference/dtype.h"
 #include "reference/inputs.h"
+#include "runner/contiguous_args.h"
 #include "runner/device.h"
 #include "testing/test_seed.h"
 #include "verify/backward_criteria.h"
@@ -33,10 +33,6 @@ struct DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
-
-TensorRef bhsd(void* data, int64_t heads, int64_t seq, int64_t d) {
-  return TensorRef{data, heads * seq * d, d, seq * d, 0};
-}
 
 std::vector<uint8_t> poison(size_t bytes) { return std::vector<uint8_t>(bytes, 0xff); }  // NaN in bf16/f16/f32
 
@@ -74,28 +70,14 @@ class KernelBackward : public ::testing::TestWithParam<std::string> {
       return b;
     };
     auto q = upload(in.q), k = upload(in.k), v = upload(in.v);
-    // dO: N(0,1) rounded to the output dtype, from the case's seed.
-    std::mt19937_64 rng(seed ^ 0x5bd1e995ULL);
-    std::normal_distribution<float> nd;
-    std::vector<float> dout(static_cast<size_t>(p.o_elems()));
-    for (float& x : dout) x = round_to(t, nd(rng));
+    const std::vector<float> dout = make_d_out(p, seed);  // N(0,1) in o's dtype, as run --backward draws it
     auto d_out = upload(dout);
     DeviceBuffer o(static_cast<size_t>(p.o_elems()) * eb), lse(static_cast<size_t>(p.batch * p.heads_q * p.seq_q) * 4);
     DeviceBuffer dq(static_cast<size_t>(p.q_elems()) * eb), dk(static_cast<size_t>(p.k_elems()) * eb),
         dv(static_cast<size_t>(p.v_elems()) * eb);
-    KernelArgs a;
-    a.q = bhsd(q->p, p.heads_q, p.seq_q, p.head_dim_qk);
-    a.k = bhsd(k->p, p.heads_kv, p.seq_kv, p.head_dim_qk);
-    a.v = bhsd(v->p, p.heads_kv, p.seq_kv, p.head_dim_v);
-    a.o = bhsd(o.p, p.heads_q, p.seq_q, p.head_dim_v);
-    a.lse = TensorRef{lse.p, p.heads_q * p.seq_q, 1, p.seq_q, 0};
-    a.stream = device::stream();
+    const KernelArgs a = contiguous_kernel_args(p, q->p, k->p, v->p, o.p, lse.p, device::stream());
     def_->launch2(p, a);
-    BackwardArgs g;
-    g.dout = bhsd(d_out->p, p.heads_q, p.seq_q, p.head_dim_v);
-    g.dq = bhsd(dq.p, p.heads_q, p.seq_q, p.head_dim_qk);
-    g.dk = bhsd(dk.p, p.heads_kv, p.seq_kv, p.head_dim_qk);
-    g.dv = bhsd(dv.p, p.heads_kv, p.seq_kv, p.head_dim_v);
+    BackwardArgs g = contiguous_backward_args(p, d_out->p, dq.p, dk.p, dv.p);
     g.deterministic = deterministic;
     std::vector<std::vector<float>> first;
     for (int r = 0; r < repeats; ++r) {
@@ -176,10 +158,7 @@ TEST_P(KernelBackward, DeterministicWhenDeclared) {
 TEST_P(KernelBackward, RefusesAMisalignedGradient) {
   const Problem p = plain(1, 1, 1, 64, 64, dims_of(*def_).front(), Causal::none, dtypes_of(*def_).front());
   DeviceBuffer buf(1 << 20);
-  KernelArgs a;
-  a.q = a.k = a.v = a.o = bhsd(buf.p, 1, 64, p.head_dim_qk);
-  a.lse = TensorRef{buf.p, 64, 1, 64, 0};
-  a.stream = device::stream();
+  const KernelArgs a = contiguous_kernel_args(p, buf.p, buf.p, buf.p, buf.p, buf.p, device::stream());
   BackwardArgs g;
   g.dout = g.dk = g.dv = a.q;
   g.dq = TensorRef{static_cast<char*>(buf.p) + 2, 64 * p.head_dim_qk, p.head_dim_qk, 64 * p.head_dim_qk, 0};
