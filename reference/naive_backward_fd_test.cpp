@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -141,39 +142,70 @@ TEST(BackwardFiniteDifferences, AgreeWithTheForwardOnEveryVariant) {
 // what gradient_in_storage lays into the cache.
 TEST(BackwardFiniteDifferences, ASharedPageSlotGetsTheSumOfItsReaders) {
   const Problem p = parse_problem("b=3 hq=2 hkv=1 sq=5,3,4 skv=10,9,3 d=8 page=4 pages=shared sinks=1 softcap=6 dtype=f32");
-  const uint64_t seed = testing::seed_for(312);
-  Inputs in = make_inputs(p, seed);
-  const std::vector<float> dout = random_dout(p, seed);
-  const Storage st(p, in);
-  const int64_t mp = in.max_pages(p.batch);
-  ASSERT_EQ(in.block_table[static_cast<size_t>(mp)], in.block_table[0]);  // sequence 1 shares page 0
-  // Slot 2 of page table[0][0], component 3: key 2 of sequences 0 and 1.
-  const int64_t slot = st.row(Tensor::k, 0, 0, 2) + 3;
-  ASSERT_EQ(st.row(Tensor::k, 1, 0, 2) + 3, slot);
-  std::vector<float> cache(static_cast<size_t>(st.elems(Tensor::k)), 0.0f);
-  st.scatter(Tensor::k, in.k.data(), cache.data());
-  cache[static_cast<size_t>(slot)] = snap(cache[static_cast<size_t>(slot)]);
-  st.gather(Tensor::k, cache.data(), in.k.data());
-  const BackwardResult r = naive_attention_backward(p, in, dout);
-  const std::vector<double> dk_cache = gradient_in_storage(st, Tensor::k, r.dk);
-  const Probe pr{"k cache slot", cache[static_cast<size_t>(slot)],
-                 [&](Inputs& x, float v) {
-                   std::vector<float> c = cache;
-                   c[static_cast<size_t>(slot)] = v;
-                   st.gather(Tensor::k, c.data(), x.k.data());
-                 },
-                 dk_cache[static_cast<size_t>(slot)]};
-  LD vmax = 0;
-  for (float v : in.v) vmax = std::max<LD>(vmax, std::fabs(v));
-  const auto [excess, tol] = check_probe(p, in, dout, pr, loss_rounding(dout, vmax));
-  EXPECT_LE(excess, 0) << "cache gradient " << pr.grad << ", tolerance " << static_cast<double>(tol);
-  EXPECT_LT(tol, 0.01L * std::fabs(pr.grad));
+  struct Probed {
+    LD excess = 0, tol = 0;
+    double grad = 0, g0 = 0, g1 = 0;
+    uint64_t seed = 0;
+  };
+  // One draw: a slot of page table[0][0] (key j of sequences 0 and 1) and the component where both
+  // readers' gradients and their sum are largest, probed by a finite difference.
+  auto probe = [&](uint64_t seed) {
+    Inputs in = make_inputs(p, seed);
+    const std::vector<float> dout = random_dout(p, seed);
+    const Storage st(p, in);
+    const int64_t mp = in.max_pages(p.batch);
+    EXPECT_EQ(in.block_table[static_cast<size_t>(mp)], in.block_table[0]);  // sequence 1 shares page 0
+    const Sequences seqs(p);
+    int64_t key = 0, comp = 0;
+    {
+      const BackwardResult r0 = naive_attention_backward(p, in, dout);
+      double best = -1;
+      for (int64_t j = 0; j < p.page_size; ++j)
+        for (int64_t c = 0; c < p.head_dim_qk; ++c) {
+          const double a = r0.dk[static_cast<size_t>(seqs.k_row(0, 0, j) + c)], b = r0.dk[static_cast<size_t>(seqs.k_row(1, 0, j) + c)];
+          const double m = std::min({std::fabs(a), std::fabs(b), std::fabs(a + b)});
+          if (m > best) best = m, key = j, comp = c;
+        }
+    }
+    const int64_t slot = st.row(Tensor::k, 0, 0, key) + comp;
+    EXPECT_EQ(st.row(Tensor::k, 1, 0, key) + comp, slot);
+    std::vector<float> cache(static_cast<size_t>(st.elems(Tensor::k)), 0.0f);
+    st.scatter(Tensor::k, in.k.data(), cache.data());
+    cache[static_cast<size_t>(slot)] = snap(cache[static_cast<size_t>(slot)]);
+    st.gather(Tensor::k, cache.data(), in.k.data());
+    const BackwardResult r = naive_attention_backward(p, in, dout);
+    const std::vector<double> dk_cache = gradient_in_storage(st, Tensor::k, r.dk);
+    const Probe pr{"k cache slot", cache[static_cast<size_t>(slot)],
+                   [&](Inputs& x, float v) {
+                     std::vector<float> c = cache;
+                     c[static_cast<size_t>(slot)] = v;
+                     st.gather(Tensor::k, c.data(), x.k.data());
+                   },
+                   dk_cache[static_cast<size_t>(slot)]};
+    LD vmax = 0;
+    for (float v : in.v) vmax = std::max<LD>(vmax, std::fabs(v));
+    Probed out;
+    std::tie(out.excess, out.tol) = check_probe(p, in, dout, pr, loss_rounding(dout, vmax));
+    out.grad = pr.grad;
+    out.g0 = r.dk[static_cast<size_t>(seqs.k_row(0, 0, key) + comp)];
+    out.g1 = r.dk[static_cast<size_t>(seqs.k_row(1, 0, key) + comp)];
+    out.seed = seed;
+    return out;
+  };
+  // A draw whose readers barely attend to page 0 (the sink taking the weight) leaves every slot's
+  // gradient under what a finite difference resolves (about 1 draw in 30 did): such a draw proves
+  // nothing either way, so the next salt is drawn, up to 8.
+  Probed r;
+  for (uint64_t salt = 312; salt < 320; ++salt) {
+    r = probe(testing::seed_for(salt));
+    if (r.tol < 0.01L * std::fabs(r.grad)) break;
+  }
+  EXPECT_LE(r.excess, 0) << "cache gradient " << r.grad << ", tolerance " << static_cast<double>(r.tol) << ", seed " << r.seed;
+  EXPECT_LT(r.tol, 0.01L * std::fabs(r.grad)) << "8 draws, none resolvable; last seed " << r.seed;
   // Both readers contribute, so neither sequence's own gradient alone is the slot's.
-  const Sequences seqs(p);
-  const double g0 = r.dk[static_cast<size_t>(seqs.k_row(0, 0, 2) + 3)], g1 = r.dk[static_cast<size_t>(seqs.k_row(1, 0, 2) + 3)];
-  EXPECT_EQ(pr.grad, g0 + g1);
-  EXPECT_GT(std::fabs(g0), 10 * tol);
-  EXPECT_GT(std::fabs(g1), 10 * tol);
+  EXPECT_EQ(r.grad, r.g0 + r.g1);
+  EXPECT_GT(std::fabs(r.g0), 10 * r.tol);
+  EXPECT_GT(std::fabs(r.g1), 10 * r.tol);
 }
 
 }  // namespace
