@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "gpu/kernel.h"
 #include "reference/dtype.h"
 #include "reference/problem.h"
 #include "runner/contiguous_args.h"
