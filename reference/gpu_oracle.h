@@ -13,6 +13,7 @@
 
 #include "reference/inputs.h"
 #include "reference/naive.h"
+#include "reference/naive_backward.h"
 #include "reference/problem.h"
 
 namespace flashcheck {
@@ -39,6 +40,20 @@ struct OracleDoesNotFit : std::runtime_error {
 OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSet& rows);
 // Every row, or the same rows in every sequence (RowSet::same, as naive_attention takes them).
 OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
+
+// Same contract and result as naive_attention_backward (reference/naive_backward.h), every variant
+// and convention included, computed on the GPU in fp64 over every row: per tile of the forward's,
+// S (and with a softcap the scaled scores), dP = dO·Vᵀ on FP64 tensor cores; per row its softmax
+// P = exp(t − m)/ℓ from the exact max (the sink in the max and ℓ), D = Σ P·dP and
+// dS = P (dP − D) · 1/cosh²(s/c); dQ = scale · dS·K; per key tile dV = Pᵀ·dO and
+// dK = scale · dSᵀ·Q over every row of its KV head's group that sees it; dsink = −Σ P_sink·D.
+// Masked pairs are exact zeros and add nothing (no 0·Inf: a stage with a non-finite operand is
+// summed pair by pair). Summation orders are fixed, so a call repeats bit for bit; they differ from
+// the CPU's, so the two agree to fp64 rounding (gpu_oracle_backward_test's bound). Memory: the
+// forward's tiles with two (three with a softcap) score matrices; OracleDoesNotFit when one tile
+// does not fit. Throws InvalidProblem / std::invalid_argument as the CPU oracle does, and
+// std::runtime_error when gpu_oracle_unavailable() says why.
+BackwardResult naive_attention_backward_gpu(const Problem& p, const Inputs& in, std::span<const float> d_out);
 
 // The same-dtype eager baseline (verify/baseline.h) over a RowSet: O [rows.index(b, h, r, Hq)][Dv].
 // Every operation runs in the CPU baseline's order with the same roundings (no fused multiply-add),

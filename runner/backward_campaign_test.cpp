@@ -13,6 +13,7 @@
 
 #include "runner/backward_campaign.h"
 #include "reference/dtype.h"
+#include "reference/gpu_oracle.h"
 #include "runner/backward_harness.h"
 #include "runner/launch_variant.h"
 #include "testing/test_seed.h"
@@ -167,8 +168,11 @@ TEST(BackwardCampaign, BadInputExits125) {
   const std::string bin = FLASHCHECK_BINARY, plug = " --plugin " + kLib;
   EXPECT_EQ(exit_code(bin + " run --backward --kernel replica --cases 1"), 125);
   EXPECT_EQ(exit_code(bin + " run --backward" + plug + " --kernel forward_only --cases 1"), 125);
-  for (const char* opt : {"--load", "--big", "--shard 0/2", "--html /tmp", "--oracle gpu", "--gpus 1"})
+  for (const char* opt : {"--load", "--big", "--shard 0/2", "--html /tmp", "--gpus 1"})
     EXPECT_EQ(exit_code(bin + " run --backward" + plug + " --kernel backward_correct --cases 1 " + opt), 125) << opt;
+  // --oracle gpu is taken (naive_attention_backward_gpu); without a GPU it cannot test.
+  if (gpu_oracle_unavailable())
+    EXPECT_EQ(exit_code(bin + " run --backward" + plug + " --kernel backward_correct --cases 1 --oracle gpu"), 125);
   // The message names the problem.
   FILE* f = popen((bin + " run --backward --kernel replica --cases 1 2>&1").c_str(), "r");
   ASSERT_TRUE(f);

@@ -2,10 +2,12 @@
 
 #include <cmath>
 
+#include "reference/gpu_oracle.h"
 #include "reference/mask.h"
 #include "reference/score_mod.h"
 #include "reference/sequences.h"
 #include "verify/expected.h"
+#include "verify/report.h"
 
 namespace flashcheck {
 
@@ -123,9 +125,33 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
 
 }  // namespace
 
-BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std::span<const float> d_out) {
+BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std::span<const float> d_out,
+                                        OracleChoice oracle, std::vector<std::pair<std::string, double>>* timings) {
   BackwardExpected e;
-  e.oracle = naive_attention_backward(p, in, d_out);
+  std::vector<std::pair<std::string, double>> laps;
+  PhaseTimer clock(laps);
+  // The forward's work measure, over every row: visible pairs' multiply-adds, roughly.
+  double work = 0;
+  for (int64_t b = 0; b < p.batch; ++b)
+    work += static_cast<double>(p.heads_q * p.sq(b)) * static_cast<double>(p.skv(b)) *
+            static_cast<double>(p.head_dim_qk + p.head_dim_v);
+  bool gpu = oracle == OracleChoice::gpu;
+  if (gpu) {
+    if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
+  } else if (oracle == OracleChoice::automatic) {
+    gpu = work >= kGpuOracleWork && !gpu_oracle_unavailable();
+  }
+  if (gpu) {
+    try {
+      e.oracle = naive_attention_backward_gpu(p, in, d_out);
+    } catch (const OracleDoesNotFit& x) {
+      throw CannotTest(std::string("the GPU backward oracle cannot hold this problem: ") + x.what());
+    }
+    clock.lap("backward oracle (GPU)");
+  } else {
+    e.oracle = naive_attention_backward(p, in, d_out);
+    clock.lap("backward oracle (CPU)");
+  }
   // Baseline 1: forward and backward with (128, 128) tiles and exp2. Baseline 2: a forward with
   // (64, 64) tiles and exp2, then a backward with (16, 16) tiles and exp. Its backward recomputes P
   // in other units than its forward's LSE was formed in, and sums its scores in another order, as
@@ -138,11 +164,15 @@ BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std:
     bc.block_q = bc.block_kv = bwd_tile;
     bc.use_exp2 = bwd_exp2;
     const ReplicaResult fwd = replica_attention(p, in, fc);
+    clock.lap("backward baseline " + std::to_string(e.baselines.size() + 1) + ": forward replica (CPU)");
     e.baselines.push_back(replica_attention_backward(p, in, fwd.o, fwd.lse, d_out, bc));
+    clock.lap("backward baseline " + std::to_string(e.baselines.size()) + ": backward replica (CPU)");
     if (p.sinks && e.dsinks_terms.empty()) e.dsinks_terms = sink_terms(p, in, fwd, d_out);
   }
   find_unresolved(p, in, e);
   noise_scales(p, in, d_out, e);
+  clock.lap("backward noise scales");
+  if (timings) timings->insert(timings->end(), laps.begin(), laps.end());
   return e;
 }
 

@@ -11,6 +11,7 @@
 #include "reference/problem.h"
 #include "reference/replica.h"
 #include "reference/replica_backward.h"
+#include "verify/expected.h"
 
 namespace flashcheck {
 
@@ -55,7 +56,13 @@ struct BackwardExpected {
 };
 
 // d_out: the logical layout of O over every row (p.o_elems()), values in the output dtype.
-// Every row is evaluated (no row sampling yet: the backward oracle computes all rows).
-BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std::span<const float> d_out);
+// Every row is evaluated (no row sampling yet: the backward oracle computes all rows). `oracle`
+// picks where the fp64 gradients are computed, as make_expected's (verify/expected.h): the CPU, the
+// GPU (reference/gpu_oracle.h naive_attention_backward_gpu; CannotTest when it is unavailable or
+// cannot hold the problem), or the GPU from kGpuOracleWork on when one is usable. The baselines are
+// the CPU's replicas either way. `timings`, when given, receives the phases' seconds.
+BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std::span<const float> d_out,
+                                        OracleChoice oracle = OracleChoice::cpu,
+                                        std::vector<std::pair<std::string, double>>* timings = nullptr);
 
 }  // namespace flashcheck

@@ -69,9 +69,15 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     BackwardOptions bo;
     bo.error_maps = opt.error_maps;
     bo.tile_q = opt.tile_q, bo.tile_kv = opt.tile_kv;
-    v.backward = verify_backward(c.problem, make_backward_expected(c.problem, c.inputs, c.gradients->d_out), c.gradients->kernel, bo);
-    backward_clock.lap("backward (oracle, baselines, criteria)");
-    if (opt.timings) v.forward.timings.push_back(backward_time.back());
+    std::vector<std::pair<std::string, double>> parts;
+    const BackwardExpected expected = make_backward_expected(c.problem, c.inputs, c.gradients->d_out, opt.oracle, &parts);
+    backward_clock.lap("backward expected (oracle, baselines)");
+    v.backward = verify_backward(c.problem, expected, c.gradients->kernel, bo);
+    backward_clock.lap("backward criteria");
+    if (opt.timings) {
+      for (auto& [name, s] : parts) v.forward.timings.emplace_back("  " + name, s);
+      v.forward.timings.insert(v.forward.timings.end(), backward_time.begin(), backward_time.end());
+    }
     v.backward->repro = v.forward.repro;
     if (!c.gradients->kernel.dsinks && c.problem.sinks)
       v.backward->notes.push_back("dsinks: not checked (the file has no 'dsinks' tensor)");

@@ -65,6 +65,29 @@ __device__ __forceinline__ bool all_finite(float4 x) {
   return isfinite(x.x) && isfinite(x.y) && isfinite(x.z) && isfinite(x.w);
 }
 
+// Weights never underflow to 0 here: exp's argument is floored at −709.784, so every visible key
+// (−inf scores included) weighs at least e^−709.784 ≈ 5.6e−309, as every exact softmax weight is
+// positive. An Inf value at a visible key then reaches the output as ±Inf, never as 0·Inf = NaN.
+// This is the CPU oracle's behaviour wherever Eigen's vectorised exp (which clamps at that very
+// argument) takes the key; its scalar tail underflows to 0 instead, so for Inf at such faint keys
+// the CPU oracle says Inf or NaN by the key's position (gpu_oracle_test accepts both there). In
+// finite rows the floor moves no output by more than n·5.6e−309·max|v|.
+constexpr double kExpArgFloor = -709.784;
+
+// Max that keeps NaN: a visible NaN score must make its row NaN, as in naive_attention.
+__device__ __forceinline__ double nan_max(double a, double b) { return (isnan(a) || isnan(b)) ? quiet_nan() : fmax(a, b); }
+
+// The NaN-sticky max of a row's visible scores, from the scores pass's per-64-key-tile maxima
+// (row r of its tile); −inf for a row that sees no key.
+__device__ __forceinline__ double visible_max(const double* pmax, const Tile& tile, const Row& rw, int64_t r) {
+  double m = neg_inf();
+  if (rw.lo < rw.hi) {
+    const double* pm = pmax + tile.s_off / 64 + r * (tile.ncols / 64);
+    for (int64_t x = (rw.lo - tile.key0) / 64; tile.key0 + 64 * x < rw.hi; ++x) m = nan_max(m, pm[x]);
+  }
+  return m;
+}
+
 #ifndef FCO_HOST_EMULATION
 // D = A·B + D for one 8×8×4 fp64 tile (IEEE fp64 fused multiply-adds). Fragments, per lane
 // (g = lane / 4, t = lane % 4): A[g][t], B[t][g] (k = t), C[g][2t], C[g][2t + 1].

@@ -20,18 +20,6 @@ namespace {
 constexpr int kBK = 16;   // reduction (dims, or keys) per shared-memory stage
 constexpr int kPad = 18;  // doubles per smem row of a 16-wide stage: +2 shifts rows by 4 banks,
                           // so the 16-byte fragment loads of 8 lanes never share a bank
-// Weights never underflow to 0 here: exp's argument is floored at −709.784, so every visible key
-// (−inf scores included) weighs at least e^−709.784 ≈ 5.6e−309, as every exact softmax weight is
-// positive. An Inf value at a visible key then reaches the output as ±Inf, never as 0·Inf = NaN.
-// This is the CPU oracle's behaviour wherever Eigen's vectorised exp (which clamps at that very
-// argument) takes the key; its scalar tail underflows to 0 instead, so for Inf at such faint keys
-// the CPU oracle says Inf or NaN by the key's position (gpu_oracle_test accepts both there). In
-// finite rows the floor moves no output by more than n·5.6e−309·max|v|.
-constexpr double kExpArgFloor = -709.784;
-
-// Max that keeps NaN: a visible NaN score must make its row NaN, as in naive_attention.
-__device__ __forceinline__ double nan_max(double a, double b) { return (isnan(a) || isnan(b)) ? quiet_nan() : fmax(a, b); }
-
 // What one row adds to a visible score after the scale, in naive_attention's order and roundings
 // (reference/score_mod.h): softcap c·tanh(s/c), then + ALiBi bias (slope·distance rounded, then
 // the add). The _rn intrinsics are never fused into an FMA, so every step rounds as the CPU's
@@ -67,10 +55,14 @@ __device__ __forceinline__ double score_mod(double s, const RowMod& m, int64_t j
 // Pass 1. One block: 64 query rows (one tile) × 64 keys, 4 warps of 32×32 (4×4 mma tiles).
 // The reduction order is free, so within a 16-dim stage mma step s takes dims {4t + s}: a lane's
 // four A (and B) values are then 4 consecutive doubles, two 16-byte shared loads instead of four.
-template <typename T>
-__global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q, const T* __restrict__ k,
+// kPlain (the backward's dP = dO·Vᵀ, dO as fp32 rows, V as packed values): the same product over
+// Dv_pad dims with V's descale, stored as it is (no scale, no modifiers, no max). Otherwise z, when
+// given (the backward with a softcap), receives each visible score after the scale and before the
+// modifiers: the cap's derivative is taken there.
+template <typename TA, typename TB, bool kPlain>
+__global__ void __launch_bounds__(128) f64_scores_kernel(const TA* __restrict__ q, const TB* __restrict__ k,
                                                          double* __restrict__ s, double* __restrict__ pmax,
-                                                         const Geom g) {
+                                                         double* __restrict__ z, const Geom g) {
   __shared__ __align__(16) double As[2][64][kPad];
   __shared__ __align__(16) double Bs[2][64][kPad];
   __shared__ double red[2][64];
@@ -91,29 +83,31 @@ __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q
   if (!__syncthreads_or(sees)) return;
 
   const int wm = warp >> 1, wn = warp & 1, g4 = lane >> 2, t4 = lane & 3;
-  const int64_t dpad = g.p.dqk_pad;
-  const T* qb = q + r0 * dpad;
-  const T* kb = k + (tile.kv_row + nt * 64) * dpad;
-  // fp8: the values times their descale, exact in fp64 (naive_attention's widening).
-  const double dq = g.p.fp8 ? static_cast<double>(tile.q_descale) : 1.0;
-  const double dk = g.p.fp8 ? static_cast<double>(tile.k_descale) : 1.0;
+  const int64_t dpad = kPlain ? g.p.dv_pad : g.p.dqk_pad;
+  const TA* qb = q + r0 * dpad;
+  const TB* kb = k + (tile.kv_row + nt * 64) * dpad;
+  // fp8: the values times their descale, exact in fp64 (naive_attention's widening). dO has none.
+  const double dq = g.p.fp8 && !kPlain ? static_cast<double>(tile.q_descale) : 1.0;
+  const double dk = g.p.fp8 ? static_cast<double>(kPlain ? tile.v_descale : tile.k_descale) : 1.0;
 
-  using L = Ld<T>;
-  typename L::R qr[2], kr[2];
+  using LA = Ld<TA>;
+  using LB = Ld<TB>;
+  typename LA::R qr[2];
+  typename LB::R kr[2];
   // Stage chunk c = tid + 128·i: row c / 4, dims 4·(c % 4) .. +3 of the stage.
   auto load = [&](int64_t d0) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int c = tid + 128 * i, row = c >> 2, cc = c & 3;
-      qr[i] = L::load(qb + row * dpad + d0 + 4 * cc);
-      kr[i] = L::load(kb + row * dpad + d0 + 4 * cc);
+      qr[i] = LA::load(qb + row * dpad + d0 + 4 * cc);
+      kr[i] = LB::load(kb + row * dpad + d0 + 4 * cc);
     }
   };
   auto store = [&](int buf) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int c = tid + 128 * i, row = c >> 2, cc = c & 3;
-      const float4 a = L::widen(qr[i]), b = L::widen(kr[i]);
+      const float4 a = LA::widen(qr[i]), b = LB::widen(kr[i]);
       double2* da = reinterpret_cast<double2*>(&As[buf][row][4 * cc]);
       double2* db = reinterpret_cast<double2*>(&Bs[buf][row][4 * cc]);
       if (g.p.fp8) {
@@ -170,6 +164,15 @@ __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q
   // on visible keys, stored whole (masked entries unmodified: pass 2 never reads them), and the
   // NaN-sticky max over visible keys.
   double* sb = s + tile.s_off + nt * 64;
+  if constexpr (kPlain) {
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+        *reinterpret_cast<double2*>(sb + (32 * wm + 8 * mi + g4) * tile.ncols + 32 * wn + 8 * ni + 2 * t4) =
+            make_double2(acc[mi][ni][0], acc[mi][ni][1]);
+    return;
+  }
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi) {
     const int row = 32 * wm + 8 * mi + g4;
@@ -181,6 +184,7 @@ __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q
       const int col = 32 * wn + 8 * ni + 2 * t4;
       const int64_t j0 = n0 + col, j1 = j0 + 1;
       double x0 = acc[mi][ni][0] * g.p.scale, x1 = acc[mi][ni][1] * g.p.scale;
+      if (z) *reinterpret_cast<double2*>(z + tile.s_off + nt * 64 + row * tile.ncols + col) = make_double2(x0, x1);
       if (j0 >= rw.lo && j0 < rw.hi) {
         x0 = score_mod(x0, mod, j0);
         pm = nan_max(pm, x0);
@@ -204,7 +208,10 @@ __global__ void __launch_bounds__(128) f64_scores_kernel(const T* __restrict__ q
 // grouping of keys never depends on the tiling): the block turns its 16 scores per row into
 // p = exp(s − m) in shared memory (each score exactly once when BNV covers Dv) and multiplies by the
 // V stage. Keys of a stage are permuted like pass 1's dims: mma step s takes keys {4t + s}.
-template <typename T, int DVT, int WR>
+// kGrad (the backward's dQ = scale · dS·K): s holds dS, zero outside each row's visible keys, and
+// v the packed K (g.p.dv and dv_pad are Dqk's, the descale K's): the same product without the
+// exp, ℓ or LSE, the result times the softmax scale.
+template <typename T, int DVT, int WR, bool kGrad>
 __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __restrict__ s,
                                                                const double* __restrict__ pmax,
                                                                const T* __restrict__ v, double* __restrict__ o,
@@ -228,16 +235,17 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
   const int64_t cb = bid % cblocks;
   const int64_t r0 = (bid / cblocks) * BM, t = r0 / 64, c0 = cb * BNV;  // first packed row, its tile
   const Tile tile = g.tiles[t];
-  const int64_t kt = tile.ncols / 64, lr0 = r0 - t * 64;  // key tiles; first row within the tile
+  const int64_t lr0 = r0 - t * 64;  // first row within the tile
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WR, wn = warp / WR, g4 = lane >> 2, t4 = lane & 3;
 
   if (tid < BM) {
     const Row rw = g.rows[r0 + tid];
     double m = neg_inf();
-    if (rw.lo < rw.hi) {
-      const double* pm = pmax + tile.s_off / 64 + (lr0 + tid) * kt;
-      for (int64_t x = (rw.lo - tile.key0) / 64; tile.key0 + 64 * x < rw.hi; ++x) m = nan_max(m, pm[x]);
+    if (kGrad) {
+      m = 0.0;  // any finite value: every row with keys takes them
+    } else {
+      m = visible_max(pmax, tile, rw, lr0 + tid);
     }
     // NaN among the visible scores, all of them −inf (0/0) or a +inf one (inf − inf): the softmax
     // is undefined and the row is NaN, exactly naive_attention's rule (a sink is never NaN or +inf).
@@ -264,7 +272,7 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
   // Row rr's score of relative key kc at sb[rr·ncols + kc]; its V row at vb + kc·dv_pad.
   const double* sb = s + tile.s_off + lr0 * tile.ncols;
   const T* vb = v + tile.kv_row * g.p.dv_pad + c0;
-  const double vd = g.p.fp8 ? static_cast<double>(tile.v_descale) : 1.0;
+  const double vd = g.p.fp8 ? static_cast<double>(kGrad ? tile.k_descale : tile.v_descale) : 1.0;
   const int kk = tid & 15;  // the key (within a stage) of every score this thread turns into p
   using L = Ld<T>;
   double sr[EPT];
@@ -290,8 +298,12 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
       const int key = k0 + kk;
       double e = 0.0;
       if (key >= row_lo[row] && key < row_hi[row]) {
-        e = exp(fmax(sr[i] - row_m[row], kExpArgFloor));
-        lpart[i] += e;
+        if (kGrad) {
+          e = sr[i];
+        } else {
+          e = exp(fmax(sr[i] - row_m[row], kExpArgFloor));
+          lpart[i] += e;
+        }
       }
       Ps[buf][row][kk] = e;
     }
@@ -392,55 +404,67 @@ __global__ void __launch_bounds__(32 * WR * DVT) f64_pv_kernel(const double* __r
         const int64_t col = c0 + 32 * wn + 8 * ni + 2 * t4 + c;
         if (col >= g.p.dv) continue;
         // ℓ ≥ 1 for a normal row: its max key (or the sink) contributes exp(0) = 1.
-        orow[col] = state == 2 ? acc[mi][ni][c] / row_l[row] : (state == 0 ? 0.0 : quiet_nan());
+        if (kGrad)
+          orow[col] = acc[mi][ni][c] * g.p.scale;
+        else
+          orow[col] = state == 2 ? acc[mi][ni][c] / row_l[row] : (state == 0 ? 0.0 : quiet_nan());
       }
   }
-  if (cb == 0 && tid < BM && row_out[tid] >= 0) {
+  if (!kGrad && cb == 0 && tid < BM && row_out[tid] >= 0) {
     const int state = row_state[tid];
     lse[row_out[tid]] = state == 2 ? row_m[tid] + log(row_l[tid]) : (state == 0 ? neg_inf() : quiet_nan());
   }
 }
 
-template <typename T>
-void scores_as(const void* q, const void* k, double* s, double* pmax, const Geom& g, cudaStream_t st) {
+template <typename TA, typename TB, bool kPlain>
+void scores_as(const void* q, const void* k, double* s, double* pmax, double* z, const Geom& g, cudaStream_t st) {
   if (g.score_blocks <= 0) return;
-  FCO_LAUNCH(f64_scores_kernel<T>, static_cast<unsigned>(g.score_blocks), 128, 0, st, static_cast<const T*>(q),
-             static_cast<const T*>(k), s, pmax, g);
+  FCO_LAUNCH((f64_scores_kernel<TA, TB, kPlain>), static_cast<unsigned>(g.score_blocks), 128, 0, st,
+             static_cast<const TA*>(q), static_cast<const TB*>(k), s, pmax, z, g);
   FCO_LAUNCHED(f64_scores_kernel);
 }
 
-template <typename T, int DVT, int WR>
+template <typename T, int DVT, int WR, bool kGrad>
 void pv_as(const double* s, const double* pmax, const void* v, double* o, double* lse, const Geom& g, cudaStream_t st) {
   constexpr int BM = 32 * WR, BNV = 32 * DVT;
   const int64_t blocks = g.ntiles * (64 / BM) * (g.p.dv_pad / BNV);
   if (blocks <= 0) return;
   const size_t smem = (2 * BM * kPad + 2 * kBK * (BNV + 1)) * sizeof(double);
-  auto kernel = f64_pv_kernel<T, DVT, WR>;
+  auto kernel = f64_pv_kernel<T, DVT, WR, kGrad>;
   FCO_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   FCO_LAUNCH(kernel, static_cast<unsigned>(blocks), 32 * WR * DVT, smem, st, s, pmax, static_cast<const T*>(v), o, lse,
              g);
   FCO_LAUNCHED(f64_pv_kernel);
 }
 
-template <typename T>
+template <typename T, bool kGrad = false>
 void pv_dispatch(const double* s, const double* pmax, const void* v, double* o, double* lse, const Geom& g,
                  cudaStream_t st) {
   // 256 threads at most: BM = 64 rows up to Dv 128; 32 rows at Dv 256 keeps registers under the cap.
   switch (g.p.dv_pad < 256 ? g.p.dv_pad : 256) {
-    case 32: return pv_as<T, 1, 2>(s, pmax, v, o, lse, g, st);
-    case 64: return pv_as<T, 2, 2>(s, pmax, v, o, lse, g, st);
-    case 128: return pv_as<T, 4, 2>(s, pmax, v, o, lse, g, st);
-    default: return pv_as<T, 8, 1>(s, pmax, v, o, lse, g, st);
+    case 32: return pv_as<T, 1, 2, kGrad>(s, pmax, v, o, lse, g, st);
+    case 64: return pv_as<T, 2, 2, kGrad>(s, pmax, v, o, lse, g, st);
+    case 128: return pv_as<T, 4, 2, kGrad>(s, pmax, v, o, lse, g, st);
+    default: return pv_as<T, 8, 1, kGrad>(s, pmax, v, o, lse, g, st);
   }
 }
 
 }  // namespace
 
-void launch_f64_scores(Elem e, const void* q, const void* k, double* s, double* pmax, const Geom& g, cudaStream_t st) {
+void launch_f64_scores(Elem e, const void* q, const void* k, double* s, double* pmax, const Geom& g, cudaStream_t st,
+                       double* z) {
   switch (e) {
-    case Elem::f32: return scores_as<float>(q, k, s, pmax, g, st);
-    case Elem::f16: return scores_as<__half>(q, k, s, pmax, g, st);
-    case Elem::bf16: return scores_as<__nv_bfloat16>(q, k, s, pmax, g, st);
+    case Elem::f32: return scores_as<float, float, false>(q, k, s, pmax, z, g, st);
+    case Elem::f16: return scores_as<__half, __half, false>(q, k, s, pmax, z, g, st);
+    case Elem::bf16: return scores_as<__nv_bfloat16, __nv_bfloat16, false>(q, k, s, pmax, z, g, st);
+  }
+}
+
+void launch_f64_dp(Elem e, const float* d_out, const void* v, double* dp, const Geom& g, cudaStream_t st) {
+  switch (e) {
+    case Elem::f32: return scores_as<float, float, true>(d_out, v, dp, nullptr, nullptr, g, st);
+    case Elem::f16: return scores_as<float, __half, true>(d_out, v, dp, nullptr, nullptr, g, st);
+    case Elem::bf16: return scores_as<float, __nv_bfloat16, true>(d_out, v, dp, nullptr, nullptr, g, st);
   }
 }
 
@@ -453,9 +477,17 @@ void launch_f64_pv(Elem e, const double* s, const double* pmax, const void* v, d
   }
 }
 
+void launch_f64_dq(Elem e, const double* ds, const void* k, double* dq, const Geom& g, cudaStream_t st) {
+  switch (e) {
+    case Elem::f32: return pv_dispatch<float, true>(ds, nullptr, k, dq, nullptr, g, st);
+    case Elem::f16: return pv_dispatch<__half, true>(ds, nullptr, k, dq, nullptr, g, st);
+    case Elem::bf16: return pv_dispatch<__nv_bfloat16, true>(ds, nullptr, k, dq, nullptr, g, st);
+  }
+}
+
 bool kernels_loadable(cudaError_t* why) {
   cudaFuncAttributes attr{};
-  const cudaError_t e = cudaFuncGetAttributes(&attr, f64_scores_kernel<float>);
+  const cudaError_t e = cudaFuncGetAttributes(&attr, f64_scores_kernel<float, float, false>);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     if (why) *why = e;

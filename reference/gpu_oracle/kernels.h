@@ -79,9 +79,39 @@ struct Geom {
 //          LSE = m + log ℓ into o [nout][dv], lse [nout] (naive_attention's conventions for empty
 //          and NaN rows).
 // dv_pad is 32·2^k up to 256, or a multiple of 256.
-void launch_f64_scores(Elem e, const void* q, const void* k, double* s, double* pmax, const Geom& g, cudaStream_t st);
+// z (optional, the backward with a softcap): each score after the scale, before the modifiers.
+void launch_f64_scores(Elem e, const void* q, const void* k, double* s, double* pmax, const Geom& g, cudaStream_t st,
+                       double* z = nullptr);
 void launch_f64_pv(Elem e, const double* s, const double* pmax, const void* v, double* o, double* lse, const Geom& g,
                    cudaStream_t st);
+
+// The fp64 backward (host_backward.cpp), over the same tiles (kOracleTile) with every row of the
+// problem. A region is the K/V rows of one (sequence, KV head) in a piece: tiles [t0, t1) of the
+// piece, whose spans lie in its keys [key0, key0 + nkeys) at packed rows kv_row ..; its key tiles
+// are blocks block0 .. of the key-side launches (× column blocks).
+struct Region {
+  int64_t t0 = 0, t1 = 0;
+  int64_t kv_row = 0, key0 = 0, nkeys = 0;  // nkeys a multiple of the key tile
+  int64_t block0 = 0;
+};
+// Six launches per piece:
+//  scores: launch_f64_scores with z when there is a softcap.
+//  dp:     dP = dO·Vᵀ per tile, dO as fp32 rows [ntiles·TM][dv_pad] (kPlain scores).
+//  ds:     per row, from s, pmax (and z): P = exp(t − m)/ℓ written over s, D = Σ P·dP, dS = P (dP − D)
+//          (× the cap's derivative) written over dp; both exactly 0 outside the row's visible keys
+//          (padding rows: the whole span); sinkpart [nout] = −P_sink·D (0 without a sink).
+//  dq:     dQ = scale · dS·K into dq [nout][g.p.dv] (the caller's Geom has Dqk as dv, dv_pad).
+//  keys:   per key tile of a region, over the rows of every tile that spans it: dV = Pᵀ·dO and
+//          dK = scale · dSᵀ·Q into [kv rows][d_out] (d_out Dv or Dqk, ld the padded width of b).
+// Where a stage of the right-hand operand (K, dO, Q) holds Inf or NaN, the products are taken one by
+// one over visible pairs only, as the forward's P·V does: a masked pair adds nothing, even 0·Inf.
+void launch_f64_dp(Elem e, const float* d_out, const void* v, double* dp, const Geom& g, cudaStream_t st);
+void launch_f64_ds(double* s, double* dp, const double* pmax, const double* z, double* sinkpart, const Geom& g,
+                   cudaStream_t st);
+void launch_f64_dq(Elem e, const double* ds, const void* k, double* dq, const Geom& g, cudaStream_t st);
+// b: Q (Elem e, ld dqk_pad, times q_descale) for dK, or dO (fp32, ld dv_pad) for dV.
+void launch_f64_keys(Elem e, bool b_is_q, const double* x, const void* b, double* out, const Region* regions,
+                     int64_t nregions, int64_t key_blocks, double mul, const Geom& g, cudaStream_t st);
 
 // Same-dtype baseline, three launches:
 //  scores: s = baseline_score(Σ_d q·k in order, unfused) as fp32 (kernels' baseline_score: the

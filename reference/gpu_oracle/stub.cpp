@@ -26,6 +26,10 @@ std::vector<float> dtype_baseline_gpu(const Problem&, const Inputs&, std::span<c
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 
+BackwardResult naive_attention_backward_gpu(const Problem&, const Inputs&, std::span<const float>) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
 namespace gpu_oracle_detail {
 Timing last_timing() { return {}; }
 void set_memory_budget(int64_t) {}

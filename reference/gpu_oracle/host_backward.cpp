@@ -1,0 +1,213 @@
+// Host side of the GPU backward oracle (naive_attention_backward_gpu): every row of the problem in
+// the forward oracle's tiles (pieces.h), the six launches per piece (kernels.h), and the results laid
+// into naive_attention_backward's layouts. dK, dV and the sinks' gradient of a KV head whose tiles
+// fall into several pieces are summed here, piece after piece in tile order: a fixed order, so a
+// call gives the same bits every time.
+#include <cuda_runtime.h>
+
+#include "reference/gpu_oracle/pieces.h"
+
+namespace flashcheck {
+
+namespace go = gpu_oracle;
+
+namespace {
+
+using namespace gpu_oracle_host;
+
+struct Result {
+  BackwardResult* r;
+  std::span<const float> d_out;
+};
+
+template <typename U>
+void run_backward_pieces(Job& j, Result res) {
+  const Problem& p = j.p;
+  auto& timing = t_last;
+  double most_bytes = 0;
+  const std::vector<Piece> pieces = plan_pieces(j, memory_budget(), &most_bytes);
+  timing.pieces = static_cast<int>(pieces.size());
+  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
+  BackwardResult& r = *res.r;
+
+  auto t0 = Clock::now();
+  DeviceMemory arena(static_cast<size_t>(most_bytes));
+  const size_t slope_bytes = j.in.alibi_slopes.size() * sizeof(float), sink_bytes = j.in.sinks.size() * sizeof(float);
+  DeviceMemory d_side(slope_bytes + sink_bytes + 16);
+  timing.device_bytes = static_cast<int64_t>(most_bytes + static_cast<double>(slope_bytes + sink_bytes));
+  timing.alloc_ms += ms_since(t0);
+
+  StreamAndEvents se;
+  upload(d_side.as<char>(), j.in.alibi_slopes.data(), slope_bytes, se.stream);
+  upload(d_side.as<char>() + slope_bytes, j.in.sinks.data(), sink_bytes, se.stream);
+  go::Params prm;
+  prm.heads_q = p.heads_q;
+  prm.dqk = dqk;
+  prm.dqk_pad = j.dqk_pad;
+  prm.dv = dv;
+  prm.dv_pad = j.dv_pad;
+  prm.scale = p.softmax_scale();
+  prm.softcap = p.softcap;
+  prm.alibi = p.alibi == Alibi::none ? 0 : p.alibi == Alibi::symmetric ? 1 : 2;
+  prm.alibi_per_batch = p.alibi_per_batch;
+  prm.slopes = p.alibi != Alibi::none ? reinterpret_cast<const float*>(d_side.as<char>()) : nullptr;
+  prm.sinks = p.sinks ? reinterpret_cast<const float*>(d_side.as<char>() + slope_bytes) : nullptr;
+  prm.fp8 = is_fp8(p.dtype);
+
+  Packed<U> h;
+  std::vector<const float*> dosrc;
+  UninitVector<float> h_do;
+  std::vector<double> h_dk, h_dv, h_sink;
+  for (const Piece& pc : pieces) {
+    t0 = Clock::now();
+    pack_piece(j, pc, h);
+    dosrc.assign(h.rows.size(), nullptr);
+    for (size_t x = 0; x < h.rows.size(); ++x)
+      if (h.rows[x].out >= 0) dosrc[x] = res.d_out.data() + (pc.out0 + h.rows[x].out) * dv;
+    pack(h_do, dosrc, j.dv_pad, dv, DType::f32);  // dO exactly as given: fp32 rows
+    timing.pack_ms += ms_since(t0);
+
+    PieceSize ps(j, pc.t0);
+    for (size_t t = pc.t0; t < pc.t1; ++t) ps.add(j.tiles[t]);
+    const std::vector<int64_t> sz = ps.buffers();
+    Carve c{arena.as<char>()};
+    void* d_q = c.take<void>(sz[0]);
+    void* d_k = c.take<void>(sz[1]);
+    void* d_v = c.take<void>(sz[2]);
+    go::Row* d_rows = c.take<go::Row>(sz[3]);
+    go::Tile* d_tiles = c.take<go::Tile>(sz[4]);
+    int64_t* d_block0 = c.take<int64_t>(sz[5]);
+    double* d_s = c.take<double>(sz[6]);
+    double* d_pmax = c.take<double>(sz[7]);
+    float* d_do = c.take<float>(sz[8]);
+    double* d_dp = c.take<double>(sz[9]);
+    double* d_z = sz[10] ? c.take<double>(sz[10]) : nullptr;
+    double* d_dq = c.take<double>(sz[11]);
+    double* d_dk = c.take<double>(sz[12]);
+    double* d_dv = c.take<double>(sz[13]);
+    double* d_sink = c.take<double>(sz[14]);
+    go::Region* d_regions = c.take<go::Region>(sz[15]);
+
+    t0 = Clock::now();
+    upload(d_q, h.q.data(), h.q.size() * sizeof(U), se.stream);
+    upload(d_k, h.k.data(), h.k.size() * sizeof(U), se.stream);
+    upload(d_v, h.v.data(), h.v.size() * sizeof(U), se.stream);
+    upload(d_rows, h.rows.data(), h.rows.size() * sizeof(go::Row), se.stream);
+    upload(d_tiles, h.tiles.data(), h.tiles.size() * sizeof(go::Tile), se.stream);
+    upload(d_block0, h.block0.data(), h.block0.size() * sizeof(int64_t), se.stream);
+    upload(d_do, h_do.data(), h_do.size() * sizeof(float), se.stream);
+    upload(d_regions, h.regions.data(), h.regions.size() * sizeof(go::Region), se.stream);
+    // Poison every result (all-ones bytes are NaN): an element no kernel writes reads as NaN.
+    for (int i : {11, 12, 13, 14})
+      if (sz[static_cast<size_t>(i)]) {
+        void* at = i == 11 ? static_cast<void*>(d_dq) : i == 12 ? static_cast<void*>(d_dk)
+                 : i == 13 ? static_cast<void*>(d_dv) : static_cast<void*>(d_sink);
+        FCO_CUDA(cudaMemsetAsync(at, 0xff, static_cast<size_t>(sz[static_cast<size_t>(i)]), se.stream));
+      }
+    FCO_CUDA(cudaStreamSynchronize(se.stream));
+    timing.h2d_ms += ms_since(t0);
+
+    go::Geom g;
+    g.p = prm;
+    g.tiles = d_tiles;
+    g.rows = d_rows;
+    g.block0 = d_block0;
+    g.ntiles = static_cast<int64_t>(pc.t1 - pc.t0);
+    g.score_blocks = pc.score_blocks;
+    g.nout = pc.out_rows;
+    timing.score_blocks += pc.score_blocks;
+    go::Geom gq = g;  // dQ is a P·V whose "V" is K: Dqk's width
+    gq.p.dv = dqk;
+    gq.p.dv_pad = j.dqk_pad;
+    const int64_t nregions = static_cast<int64_t>(h.regions.size());
+
+    FCO_CUDA(cudaEventRecord(se.start, se.stream));
+    go::launch_f64_scores(j.elem, d_q, d_k, d_s, d_pmax, g, se.stream, d_z);
+    go::launch_f64_dp(j.elem, d_do, d_v, d_dp, g, se.stream);
+    go::launch_f64_ds(d_s, d_dp, d_pmax, d_z, d_sink, g, se.stream);
+    go::launch_f64_dq(j.elem, d_dp, d_k, d_dq, gq, se.stream);
+    go::launch_f64_keys(j.elem, false, d_s, d_do, d_dv, d_regions, nregions, h.key_blocks, 1.0, g, se.stream);
+    go::launch_f64_keys(j.elem, true, d_dp, d_q, d_dk, d_regions, nregions, h.key_blocks, prm.scale, g, se.stream);
+    FCO_CUDA(cudaEventRecord(se.stop, se.stream));
+    FCO_CUDA(cudaEventSynchronize(se.stop));
+    float kms = 0;
+    FCO_CUDA(cudaEventElapsedTime(&kms, se.start, se.stop));
+    timing.kernel_ms += kms;
+
+    // dQ rows are the piece's result rows, contiguous in the logical layout (every row, RowSet
+    // order); dK, dV and the sinks' parts are added where they belong.
+    t0 = Clock::now();
+    const int64_t kv_rows = static_cast<int64_t>(h.ksrc.size());
+    h_dk.resize(static_cast<size_t>(kv_rows * dqk));
+    h_dv.resize(static_cast<size_t>(kv_rows * dv));
+    h_sink.resize(static_cast<size_t>(pc.out_rows));
+    FCO_CUDA(cudaMemcpyAsync(r.dq.data() + pc.out0 * dqk, d_dq, static_cast<size_t>(pc.out_rows * dqk) * 8,
+                             cudaMemcpyDeviceToHost, se.stream));
+    FCO_CUDA(cudaMemcpyAsync(h_dk.data(), d_dk, h_dk.size() * 8, cudaMemcpyDeviceToHost, se.stream));
+    FCO_CUDA(cudaMemcpyAsync(h_dv.data(), d_dv, h_dv.size() * 8, cudaMemcpyDeviceToHost, se.stream));
+    FCO_CUDA(cudaMemcpyAsync(h_sink.data(), d_sink, h_sink.size() * 8, cudaMemcpyDeviceToHost, se.stream));
+    FCO_CUDA(cudaStreamSynchronize(se.stream));
+    timing.d2h_ms += ms_since(t0);
+    // A packed key row past the sequence's keys has no source (and its gradient is 0 by
+    // construction); every real one is its (sequence, KV head, key)'s own row of Inputs::k / v.
+#pragma omp parallel for schedule(static)
+    for (int64_t x = 0; x < kv_rows; ++x) {
+      if (const float* src = h.ksrc[static_cast<size_t>(x)]) {
+        double* to = r.dk.data() + (src - j.in.k.data());
+        for (int64_t col = 0; col < dqk; ++col) to[col] += h_dk[static_cast<size_t>(x * dqk + col)];
+      }
+      if (const float* src = h.vsrc[static_cast<size_t>(x)]) {
+        double* to = r.dv.data() + (src - j.in.v.data());
+        for (int64_t col = 0; col < dv; ++col) to[col] += h_dv[static_cast<size_t>(x * dv + col)];
+      }
+    }
+    if (p.sinks)
+      for (const go::Row& row : h.rows)
+        if (row.out >= 0) r.dsinks[static_cast<size_t>(row.h)] += h_sink[static_cast<size_t>(row.out)];
+  }
+}
+
+}  // namespace
+
+BackwardResult naive_attention_backward_gpu(const Problem& p, const Inputs& in, std::span<const float> d_out) {
+  const auto t0 = Clock::now();
+  t_last = {};
+  const RowSet rows = RowSet::all(p);
+  check_call(p, in, rows, "naive_attention_backward_gpu");
+  if (static_cast<int64_t>(d_out.size()) != p.o_elems())
+    throw std::invalid_argument("naive_attention_backward_gpu: dO has " + std::to_string(d_out.size()) +
+                                " values; the problem needs " + std::to_string(p.o_elems()));
+  require_available();
+  BackwardResult r;
+  // dQ: every row is a result row, written by its piece. dK, dV: sums, from 0 (keys no row sees
+  // stay 0); zeroed by all threads, each first touching its own pages.
+  r.dq = uninit_big_vector<double>(static_cast<size_t>(p.q_elems()));
+  r.dk = uninit_big_vector<double>(static_cast<size_t>(p.k_elems()));
+  r.dv = uninit_big_vector<double>(static_cast<size_t>(p.v_elems()));
+  // Also before a second attempt (run_packed's fp32 fallback), over the first one's partial sums.
+  auto zero_sums = [&] {
+    for (UninitVector<double>* v : {&r.dk, &r.dv}) {
+      const int64_t n = static_cast<int64_t>(v->size()), kChunk = int64_t{1} << 20;
+#pragma omp parallel for schedule(static)
+      for (int64_t c = 0; c < n; c += kChunk) std::fill(v->begin() + c, v->begin() + std::min(n, c + kChunk), 0.0);
+    }
+    if (p.sinks) r.dsinks.assign(static_cast<size_t>(p.heads_q), 0.0);
+  };
+  zero_sums();
+  t_last.result_alloc_ms = ms_since(t0);
+  if (rows.total() == 0) return r;
+  Job j(p, in, Pipeline::backward, rows);
+  j.dqk_pad = oracle_pad(p.head_dim_qk);
+  j.dv_pad = oracle_pad(p.head_dim_v);
+  plan_tiles(j);
+  bool first = true;
+  run_packed(j, [&](auto elem) {
+    if (!first) zero_sums();
+    first = false;
+    run_backward_pieces<decltype(elem)>(j, {&r, d_out});
+  });
+  t_last.total_ms = ms_since(t0);
+  return r;
+}
+
+}  // namespace flashcheck
