@@ -3,15 +3,32 @@
 #include <cmath>
 
 #include "reference/gpu_oracle.h"
+#include "reference/gpu_oracle/detail.h"
 #include "reference/mask.h"
 #include "reference/score_mod.h"
 #include "reference/sequences.h"
 #include "verify/expected.h"
+#include "verify/range_max.h"
 #include "verify/report.h"
 
 namespace flashcheck {
 
 namespace {
+
+double norm(const float* x, int64_t n) {
+  double t = 0;
+  for (int64_t i = 0; i < n; ++i) t += static_cast<double>(x[i]) * x[i];
+  return std::sqrt(t);
+}
+
+// Largest of `norms` over a row's visible keys, as a scan from 0 would find it: a NaN norm never
+// wins (std::max(m, NaN) keeps m), an infinite one does. A sparse table (verify/range_max.h):
+// scanning every row's keys was O(rows × keys), 19 s of a (4,16,8192,128) check.
+RangeMax key_maxima(std::vector<double> norms) {
+  for (double& x : norms)
+    if (std::isnan(x)) x = 0;
+  return RangeMax(std::move(norms));
+}
 
 // Marks the rows whose δ reaches kUnresolvedDelta, and every key such a row sees (of its KV head).
 void find_unresolved(const Problem& p, const Inputs& in, BackwardExpected& e) {
@@ -21,33 +38,32 @@ void find_unresolved(const Problem& p, const Inputs& in, BackwardExpected& e) {
   e.unresolved_keys.assign(static_cast<size_t>(s.total_kv() * p.heads_kv), 0);
   e.unresolved_sinks.assign(static_cast<size_t>(p.heads_q), 0);
   const double rounding = score_rounding(dqk);
-  auto norm = [](const float* x, int64_t n) {
-    double t = 0;
-    for (int64_t i = 0; i < n; ++i) t += static_cast<double>(x[i]) * x[i];
-    return std::sqrt(t);
-  };
   const bool fp8 = is_fp8(p.dtype);
+  std::vector<char> sink_hit(static_cast<size_t>(p.batch * p.heads_q), 0);
+  int64_t count = 0;
+  // (sequence, KV head) pairs own disjoint rows and keys; a sequence's sinks are marked apart.
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) reduction(+ : count)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
       const int64_t skv = s.skv(b), d = alignment_offset(p, s.sq(b), skv);
       const double k_mul = fp8 ? descale_of(p, in.descale_k, b, hk) : 1.0, q_mul = fp8 ? descale_of(p, in.descale_q, b, hk) : 1.0;
       std::vector<double> kn(static_cast<size_t>(skv));
       for (int64_t j = 0; j < skv; ++j) kn[static_cast<size_t>(j)] = k_mul * norm(&in.k[static_cast<size_t>(s.k_row(b, hk, j))], dqk);
+      const RangeMax kmax_of = key_maxima(std::move(kn));
       std::vector<int64_t> cover(static_cast<size_t>(skv) + 1, 0);  // unresolved rows over each key
       for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
         const double slope = p.alibi == Alibi::none ? 0.0 : std::fabs(alibi_slope(p, in.alibi_slopes.data(), b, h));
         for (int64_t i = 0; i < s.sq(b); ++i) {
           const KeyRange vis = visible_range(p, b, i);
           if (vis.empty()) continue;
-          double kmax = 0;
-          for (int64_t j = vis.lo; j < vis.hi; ++j) kmax = std::max(kmax, kn[static_cast<size_t>(j)]);
+          const double kmax = kmax_of(vis.lo, vis.hi);
           const int64_t center = p.alibi == Alibi::signed_ ? i : i + d;
           const double far = static_cast<double>(std::max(std::llabs(center - vis.lo), std::llabs(center - (vis.hi - 1))));
           const double bound = std::fabs(p.softmax_scale()) * q_mul * norm(&in.q[static_cast<size_t>(s.q_row(b, h, i))], dqk) * kmax + slope * far;
           if (!(rounding * bound >= kUnresolvedDelta)) continue;
           e.unresolved_rows[static_cast<size_t>(s.lse_at(b, h, i))] = 1;
-          e.unresolved_sinks[static_cast<size_t>(h)] = 1;
-          ++e.count_unresolved_rows;
+          sink_hit[static_cast<size_t>(b * p.heads_q + h)] = 1;
+          ++count;
           ++cover[static_cast<size_t>(vis.lo)];
           --cover[static_cast<size_t>(vis.hi)];
         }
@@ -58,6 +74,10 @@ void find_unresolved(const Problem& p, const Inputs& in, BackwardExpected& e) {
         if (over > 0) e.unresolved_keys[static_cast<size_t>(s.k_row(b, hk, j) / dqk)] = 1;
       }
     }
+  e.count_unresolved_rows = count;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      if (sink_hit[static_cast<size_t>(b * p.heads_q + h)]) e.unresolved_sinks[static_cast<size_t>(h)] = 1;
 }
 
 std::vector<double> sink_terms(const Problem& p, const Inputs& in, const ReplicaResult& fwd, std::span<const float> d_out) {
@@ -84,13 +104,10 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
   const Sequences s(p);
   const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
   const double scale = std::fabs(p.softmax_scale());
-  auto norm = [](const float* x, int64_t n) {
-    double t = 0;
-    for (int64_t i = 0; i < n; ++i) t += static_cast<double>(x[i]) * x[i];
-    return std::sqrt(t);
-  };
   const bool fp8 = is_fp8(p.dtype);
   const std::vector<float>& colsum = e.baselines.front().p_colsum;
+  double dq_terms = 0, dk_terms = 0;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) reduction(max : dq_terms, dk_terms)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
       const int64_t skv = s.skv(b);
@@ -104,23 +121,22 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
         const float c = colsum[static_cast<size_t>(s.k_row(b, hk, j) / dqk)];
         if (std::isfinite(c)) most_attention = std::max(most_attention, static_cast<double>(c));
       }
+      const RangeMax kmax_of = key_maxima(std::move(kn)), vmax_of = key_maxima(std::move(vn));
       double aq = 0;
       for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
         for (int64_t i = 0; i < s.sq(b); ++i) {
           const KeyRange vis = visible_range(p, b, i);
           if (vis.empty()) continue;
-          double kmax = 0, vmax = 0;
-          for (int64_t j = vis.lo; j < vis.hi; ++j) {
-            kmax = std::max(kmax, kn[static_cast<size_t>(j)]);
-            vmax = std::max(vmax, vn[static_cast<size_t>(j)]);
-          }
+          const double kmax = kmax_of(vis.lo, vis.hi), vmax = vmax_of(vis.lo, vis.hi);
           const double a = norm(&d_out[static_cast<size_t>(s.o_row(b, h, i))], dv) * vmax;
           const double qn = q_mul * norm(&in.q[static_cast<size_t>(s.q_row(b, h, i))], dqk);
-          if (std::isfinite(a * kmax)) e.dq_terms = std::max(e.dq_terms, scale * a * kmax);
+          if (std::isfinite(a * kmax)) dq_terms = std::max(dq_terms, scale * a * kmax);
           if (std::isfinite(a * qn)) aq = std::max(aq, a * qn);
         }
-      e.dk_terms = std::max(e.dk_terms, scale * aq * most_attention);
+      dk_terms = std::max(dk_terms, scale * aq * most_attention);
     }
+  e.dq_terms = dq_terms;
+  e.dk_terms = dk_terms;
 }
 
 }  // namespace
@@ -148,6 +164,10 @@ BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std:
       throw CannotTest(std::string("the GPU backward oracle cannot hold this problem: ") + x.what());
     }
     clock.lap("backward oracle (GPU)");
+    const gpu_oracle_detail::Timing g = gpu_oracle_detail::last_timing();  // where its wall time went
+    for (auto [name, ms] : {std::pair{"result alloc", g.result_alloc_ms}, {"pack", g.pack_ms}, {"device alloc", g.alloc_ms},
+                            {"upload", g.h2d_ms}, {"kernels", g.kernel_ms}, {"download and sums", g.d2h_ms}})
+      laps.emplace_back(std::string("  oracle: ") + name, ms / 1e3);
   } else {
     e.oracle = naive_attention_backward(p, in, d_out);
     clock.lap("backward oracle (CPU)");

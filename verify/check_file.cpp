@@ -74,9 +74,10 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     backward_clock.lap("backward expected (oracle, baselines)");
     v.backward = verify_backward(c.problem, expected, c.gradients->kernel, bo);
     backward_clock.lap("backward criteria");
-    if (opt.timings) {
+    if (opt.timings) {  // the expected gradients' phase, its parts indented below it, then the criteria
+      v.forward.timings.push_back(backward_time[0]);
       for (auto& [name, s] : parts) v.forward.timings.emplace_back("  " + name, s);
-      v.forward.timings.insert(v.forward.timings.end(), backward_time.begin(), backward_time.end());
+      v.forward.timings.push_back(backward_time[1]);
     }
     v.backward->repro = v.forward.repro;
     if (!c.gradients->kernel.dsinks && c.problem.sinks)

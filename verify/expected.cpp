@@ -16,6 +16,7 @@
 #include "reference/replica.h"
 #include "reference/sequences.h"
 #include "verify/baseline.h"
+#include "verify/range_max.h"
 #include "verify/metrics.h"
 #include "verify/report.h"
 
@@ -264,31 +265,6 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
   for (auto& f : found) std::move(f.begin(), f.end(), std::back_inserter(r.unresolved));
   std::sort(r.unresolved.begin(), r.unresolved.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
 }
-
-// Range maxima of a sequence's key norms in O(1) per query (a sparse table): a row's visible keys
-// are an interval, which need not start at key 0 once a window bounds it on the left.
-class RangeMax {
- public:
-  explicit RangeMax(std::vector<double> x) {
-    levels_.push_back(std::move(x));
-    const size_t n = levels_[0].size();
-    for (size_t w = 1; 2 * w <= n; w *= 2) {
-      const std::vector<double>& prev = levels_.back();
-      std::vector<double> next(n - 2 * w + 1);
-      for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + w]);
-      levels_.push_back(std::move(next));
-    }
-  }
-  double operator()(int64_t lo, int64_t hi) const {  // max over [lo, hi), hi > lo
-    const size_t n = static_cast<size_t>(hi - lo);
-    const int k = std::bit_width(n) - 1;
-    const size_t w = size_t{1} << k;
-    return std::max(levels_[static_cast<size_t>(k)][static_cast<size_t>(lo)], levels_[static_cast<size_t>(k)][static_cast<size_t>(hi) - w]);
-  }
-
- private:
-  std::vector<std::vector<double>> levels_;
-};
 
 }  // namespace
 

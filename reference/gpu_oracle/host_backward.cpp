@@ -147,7 +147,6 @@ void run_backward_pieces(Job& j, Result res) {
     FCO_CUDA(cudaMemcpyAsync(h_dv.data(), d_dv, h_dv.size() * 8, cudaMemcpyDeviceToHost, se.stream));
     FCO_CUDA(cudaMemcpyAsync(h_sink.data(), d_sink, h_sink.size() * 8, cudaMemcpyDeviceToHost, se.stream));
     FCO_CUDA(cudaStreamSynchronize(se.stream));
-    timing.d2h_ms += ms_since(t0);
     // A packed key row past the sequence's keys has no source (and its gradient is 0 by
     // construction); every real one is its (sequence, KV head, key)'s own row of Inputs::k / v.
 #pragma omp parallel for schedule(static)
@@ -164,6 +163,7 @@ void run_backward_pieces(Job& j, Result res) {
     if (p.sinks)
       for (const go::Row& row : h.rows)
         if (row.out >= 0) r.dsinks[static_cast<size_t>(row.h)] += h_sink[static_cast<size_t>(row.out)];
+    timing.d2h_ms += ms_since(t0);  // downloads and the host's sums
   }
 }
 
