@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -171,8 +173,9 @@ TEST(BackwardCampaign, BadInputExits125) {
   for (const char* opt : {"--load", "--big", "--shard 0/2", "--html /tmp", "--gpus 1"})
     EXPECT_EQ(exit_code(bin + " run --backward" + plug + " --kernel backward_correct --cases 1 " + opt), 125) << opt;
   // --oracle gpu is taken (naive_attention_backward_gpu); without a GPU it cannot test.
-  if (gpu_oracle_unavailable())
+  if (gpu_oracle_unavailable()) {
     EXPECT_EQ(exit_code(bin + " run --backward" + plug + " --kernel backward_correct --cases 1 --oracle gpu"), 125);
+  }
   // The message names the problem.
   FILE* f = popen((bin + " run --backward --kernel replica --cases 1 2>&1").c_str(), "r");
   ASSERT_TRUE(f);
@@ -181,6 +184,25 @@ TEST(BackwardCampaign, BadInputExits125) {
   while (fgets(buf, sizeof buf, f)) out += buf;
   pclose(f);
   EXPECT_NE(out.find("kernel replica has no backward pass"), std::string::npos) << out;
+}
+
+// `list` says which kernels have a backward and what it declares.
+TEST(BackwardCampaign, ListNamesTheBackward) {
+  FILE* f = popen((std::string(FLASHCHECK_BINARY) + " list --plugin " + kLib + " --json - 2>/dev/null").c_str(), "r");
+  ASSERT_TRUE(f);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  ASSERT_EQ(pclose(f), 0) << out;
+  // backward_correct declares a deterministic backward; replica has none.
+  std::map<std::string, nlohmann::json> listed;
+  for (const auto& k : nlohmann::json::parse(out)) listed[k.at("name").get<std::string>()] = k;
+  ASSERT_TRUE(listed.count("backward_correct") && listed.count("replica")) << out;
+  const nlohmann::json& b = listed["backward_correct"]["backward"];
+  ASSERT_TRUE(b.is_object()) << b.dump();
+  EXPECT_TRUE(b.at("deterministic").get<bool>()) << b.dump();
+  EXPECT_FALSE(b.at("dtypes").empty()) << b.dump();
+  EXPECT_TRUE(listed["replica"]["backward"].is_null()) << listed["replica"].dump();
 }
 
 // The backward's space: the forward's, narrowed by what the backward declares.

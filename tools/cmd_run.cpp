@@ -25,6 +25,7 @@
 #include "tools/campaign_end.h"
 #include "tools/commands.h"
 #include "tools/gpus.h"
+#include "tools/selected_kernels.h"
 #include "tools/strict_options.h"
 #include "tools/output.h"
 #include "reference/gpu_oracle.h"
@@ -35,62 +36,6 @@
 namespace flashcheck::cli {
 
 namespace {
-
-std::filesystem::path self_dir() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::filesystem::path(".") : p.parent_path();
-}
-
-// A kernel a command works on, with the library it came from ("" for a built-in): the worker
-// loads that library, and a reproduce line names it.
-struct Selected {
-  std::shared_ptr<Variant> v;
-  std::string plugin;
-};
-
-// The variants a command works on: built-ins plus plugins; `which` is a name or "all". With
-// `isolation`, each plugin is loaded only in a worker process that describes its kernels (its
-// constructors and flashcheck_get_kernel never run here); without, it is loaded in this process.
-std::vector<Selected> select(const std::string& which, const std::vector<std::string>& plugins, bool default_plugin,
-                             const IsolationOptions* isolation) {
-  std::vector<Selected> pool;
-  for (auto& v : Registry::builtin().all()) pool.push_back({v, ""});
-  if (which != "all" && plugins.empty())
-    if (auto v = Registry::builtin().find(which)) return {{v, ""}};  // built in: no plugin to load
-  std::vector<std::string> libs = plugins;
-  // With no --plugin, the example CPU plugin built beside the binary joins the pool, so a machine
-  // without a GPU still validates an out-of-tree kernel by default.
-  if (libs.empty() && default_plugin && std::filesystem::exists(self_dir() / "example_cpu_plugin.so"))
-    libs.push_back((self_dir() / "example_cpu_plugin.so").string());
-  for (const auto& lib : libs)
-    for (auto& v : isolation ? describe_plugin(lib, *isolation) : load_plugin(lib)) {
-      // Names are how kernels are chosen and reproduced: two libraries may not share one.
-      for (const Selected& s : pool)
-        if (s.v->name() == v->name())
-          throw CannotTest("kernel '" + v->name() + "' of plugin '" + lib + "' has the same name as one of " +
-                           (s.plugin.empty() ? std::string("the built-in kernels") : "plugin '" + s.plugin + "'"));
-      pool.push_back({v, lib});
-    }
-  if (which == "all") return pool;
-  for (auto& s : pool)
-    if (s.v->name() == which) return {s};
-  std::string names;
-  for (auto& s : pool) names += " " + s.v->name();
-  throw CannotTest("no kernel named '" + which + "' (known:" + names + ")");
-}
-
-// The isolation a command's options ask for; `--timeout` without isolation cannot be enforced.
-IsolationOptions isolation_from(bool no_isolation, double timeout, double load_timeout, const char* command) {
-  IsolationOptions iso;
-  iso.enabled = !no_isolation;
-  if (timeout > 0) iso.timeout_s = timeout;
-  if (load_timeout > 0) iso.load_timeout_s = load_timeout;
-  if (no_isolation && timeout > 0)
-    std::fprintf(stderr, "flashcheck %s: warning: --timeout cannot apply with --no-isolation (a kernel runs in this process, "
-                 "and a hang hangs flashcheck)\n", command);
-  return iso;
-}
 
 // `run --backward` with options it cannot honour: refused before anything runs (125).
 void refuse_for_backward(const CLI::App& cmd, const CampaignOptions& c) {
@@ -376,117 +321,6 @@ void add_run(CLI::App& app, Action& action) {
         pages = [&] { write_failure_pages(report.variants, o->html, campaign_title(report)); };
       }
       return end_campaign("run", outputs, report, error, pages);
-      });
-    };
-  });
-}
-
-namespace {
-
-// What a kernel declares of problem model 2, for `list`: the variants, layouts, page sizes, fp8
-// outputs and descales it computes, and the conventions it reads and writes them in.
-template <class T, class F>
-std::vector<std::string> names_of(const std::vector<T>& xs, F&& name) {
-  std::vector<std::string> out;
-  for (const T& x : xs) out.emplace_back(name(x));
-  return out;
-}
-
-nlohmann::json declared_variants_json(const Capabilities& c) {
-  auto str = [](auto x) { return std::string(to_string(x)); };
-  // The names `run --variants` and `run --require` take (runner/variant_selection.h), so a script
-  // can pass what `list --json` says a kernel declares straight back to a campaign.
-  nlohmann::json variants = nlohmann::json::array();
-  for (VariantName v : kAllVariantNames)
-    if (declares_variant(c, v)) variants.push_back(std::string(to_string(v)));
-  return {{"variants", variants},
-          {"alibi_per_batch", c.alibi_per_batch},
-          {"layouts", names_of(c.layouts, str)},
-          {"alibi", names_of(c.alibi, str)},
-          {"page_sizes", c.page_sizes},  // with "paged": empty means any page size
-          {"out_dtypes", names_of(c.out_dtypes, str)},
-          {"descales", names_of(c.descales, str)},
-          {"window_convention", c.window_convention == WindowConvention::left_exclusive ? "left_exclusive" : "inclusive"},
-          {"alibi_lse", c.alibi_lse == AlibiLse::key_offset ? "key_offset" : "exact"},
-          {"empty_lse", c.empty_lse == EmptyRowLse::pos_inf ? "+inf" : "-inf"}};
-}
-
-std::string declared_variants_text(const Capabilities& c) {
-  auto join = [](const std::vector<std::string>& xs, const char* sep = ",") {
-    std::string s;
-    for (const auto& x : xs) s += (s.empty() ? "" : sep) + x;
-    return s;
-  };
-  auto str = [](auto x) { return std::string(to_string(x)); };
-  std::vector<std::string> v;
-  if (c.windows) v.push_back(c.window_convention == WindowConvention::left_exclusive ? "window(left exclusive)" : "window");
-  if (c.softcap) v.push_back("softcap");
-  if (!c.alibi.empty())
-    v.push_back("alibi(" + join(names_of(c.alibi, str)) + (c.alibi_per_batch ? "; slopes per batch" : "") +
-                (c.alibi_lse == AlibiLse::key_offset ? "; LSE key_offset" : "") + ")");
-  if (c.sinks) v.push_back("sinks");
-  if (c.seqused) v.push_back("seqused");
-  if (c.paged)
-    v.push_back("paged(" + (c.page_sizes.empty() ? std::string("any page size") : "pages " + join(names_of(c.page_sizes, [](int64_t x) {
-                                                                                        return std::to_string(x);
-                                                                                      }))) + ")");
-  std::string t = "variants: " + (v.empty() ? std::string("none (plain attention)") : join(v, " "));
-  t += "; layouts " + join(names_of(c.layouts, str)) + "; dtypes " + join(names_of(c.dtypes, str));
-  if (std::any_of(c.dtypes.begin(), c.dtypes.end(), is_fp8)) {
-    t += " (fp8 out " + join(names_of(c.out_dtypes, str));
-    if (!c.descales.empty()) t += "; descale " + join(names_of(c.descales, str));
-    t += ")";
-  }
-  return t;
-}
-
-}  // namespace
-
-void add_list(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("list", "the kernels this build registered (and plugins'), with what each declares");
-  struct Opts {
-    std::vector<std::string> plugins;
-    std::string json;
-    double load_timeout = 0;
-  };
-  auto o = std::make_shared<Opts>();
-  cmd->add_option("--plugin", o->plugins, "also list the kernels of these plugin libraries")->check(printable_path());
-  cmd->add_option("--json", o->json, "write the list as JSON to PATH, or - for stdout");
-  cmd->add_option("--load-timeout", o->load_timeout, "seconds a plugin may take to load (default 60)")->check(positive_number(1e6));
-  cmd->callback([o, &action] {
-    action = [o] {
-      CommandOutputs outputs("list", o->json);
-      return outputs.run([&] {
-        outputs.require_writable();
-        nlohmann::json j = nlohmann::json::array();
-        // Plugins are described by a worker process: a constructor's printf goes to stderr marked
-        // [plugin ...], never into the list (`--json -` stays JSON), and its crash is a refusal.
-        const IsolationOptions iso = isolation_from(false, 0, o->load_timeout, "list");
-        for (auto& [v, plugin] : select("all", o->plugins, false, &iso)) {
-          const Capabilities& c = v->caps();
-          const auto why = v->unavailable();
-          nlohmann::json e{{"name", v->name()},
-                           {"memory", c.memory == Memory::device ? "device" : "host"},
-                           {"min_sm", c.min_sm},
-                           {"available", !why},
-                           {"head_dims", c.head_dims},
-                           {"dv_ne_dqk", c.dv_ne_dqk},
-                           {"gqa", c.gqa},
-                           {"lse_base", c.lse_base == LseBase::e ? "e" : c.lse_base == LseBase::two ? "2" : "none"}};
-          if (why) e["unavailable"] = *why;
-          for (DType d : c.dtypes) e["dtypes"].push_back(std::string(to_string(d)));
-          for (Causal k : c.causals) e["causals"].push_back(std::string(to_string(k)));
-          for (const TileShape& t : c.tiles) e["tiles"].push_back({{"head_dim", t.head_dim}, {"block_q", t.block_q}, {"block_kv", t.block_kv}});
-          e.update(declared_variants_json(c));
-          j.push_back(e);
-          if (o->json != "-") {
-            std::printf("%-22s %-6s %s\n", v->name().c_str(), c.memory == Memory::device ? "device" : "host",
-                        why ? ("unavailable: " + printable_line(*why)).c_str() : "available");
-            std::printf("%-22s %s\n", "", declared_variants_text(c).c_str());
-          }
-        }
-        if (outputs.json_wanted()) outputs.write_json(j);
-        return int{kPass};
       });
     };
   });
