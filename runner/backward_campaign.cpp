@@ -24,7 +24,7 @@ Criterion check(const std::string& name, double value, const std::string& detail
 }  // namespace
 
 CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
-                              const WaitingFn& waiting, OracleChoice oracle) {
+                              const WaitingFn& waiting, OracleChoice oracle, bool error_maps) {
   CaseOutcome out;
   out.c = c;
   const Problem& p = c.problem;
@@ -67,14 +67,16 @@ CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows,
     if (!got) return out;
     h = std::move(*got);
   }
-  out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, false, oracle});
+  out.report = judge(p, in, h.output(), v.declared(p), JudgeOptions{max_rows, error_maps, oracle});
   out.report.repro = repro;
   const BackwardOutputs& g = *h.backward;
   if (g.error) {
     out.error = "its backward: " + *g.error;
     back.checks.push_back(check("kernel_error", 1, *g.error));
   } else if (!out.abnormal) {
-    back = verify_backward(p, make_backward_expected(p, in, d_out, oracle), g.gradients);
+    BackwardOptions bo;
+    bo.error_maps = error_maps;
+    back = verify_backward(p, make_backward_expected(p, in, d_out, oracle), g.gradients, bo);
     back.repro = repro;
     back.checks.push_back(check("out_of_bounds", static_cast<double>(g.oob_writes),
                                 "canary bytes around the buffers that changed during the backward"));
@@ -96,8 +98,8 @@ CaseRunner backward_runner(const Variant& v, const CampaignOptions& opt) {
   r.space = backward_space(v.caps(), *b);
   r.backward = true;
   r.run = [&v, max_rows = opt.max_rows, plugin = opt.plugin, oracle = opt.oracle](const Case& c, KernelWorker* worker,
-                                                                                    const WaitingFn& waiting, bool) {
-    return run_backward_case(v, c, max_rows, plugin, worker, waiting, oracle);
+                                                                                    const WaitingFn& waiting, bool maps) {
+    return run_backward_case(v, c, max_rows, plugin, worker, waiting, oracle, maps);
   };
   return r;
 }

@@ -15,10 +15,11 @@
 namespace flashcheck {
 
 // One backward case (skipped, with the reason, outside the backward's space or when the kernel's
-// supports() refuses it). maps_on_failure is not taken: gradients have no HTML page yet.
+// supports() refuses it). error_maps: the forward's and the gradients' error maps for an HTML page
+// (`run --backward --html`).
 CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "",
                               KernelWorker* worker = nullptr, const WaitingFn& waiting = {},
-                              OracleChoice oracle = OracleChoice::automatic);
+                              OracleChoice oracle = OracleChoice::automatic, bool error_maps = false);
 
 // The campaign's runner of backward cases, over backward_space(v.caps(), *v.backward_caps()).
 // Throws CannotTest when the kernel has no backward pass.

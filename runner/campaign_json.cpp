@@ -303,6 +303,13 @@ CampaignReport campaign_report_from_json(const nlohmann::json& j) {
                                    read_text(at(a, "detail", where), where + " failure abnormal 'detail'"), a.value("timed_out", false)};
         }
         if (fj.contains("reproduced")) f.reproduced = reproduction_from_json(fj.at("reproduced"), where + " 'reproduced'");
+        if (fj.contains("backward")) {  // a backward case's gradients, judged apart from its forward
+          try {
+            f.backward = backward_report_from_json(fj.at("backward"));
+          } catch (const std::exception& e) {
+            bad(where + ": a failure's " + e.what());
+          }
+        }
         s.failures.push_back(std::move(f));
         s.repro.push_back(s.failures.back().report.repro);
         s.failure_cases.push_back(read_whole(at(fj, "case", where + " failure"), where + " failure 'case'"));

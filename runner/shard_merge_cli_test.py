@@ -13,7 +13,11 @@
    in for GPUs) the split and merge equal the single run, CUDA_VISIBLE_DEVICES is mapped into ours,
    and a worker killed or hung becomes a failed verdict for each of its cases while the others finish.
 
-    shard_merge_cli_test.py FLASHCHECK HOSTILE_PLUGINS.so EXAMPLE_PLUGIN.so BUILD_DIR
+    shard_merge_cli_test.py FLASHCHECK HOSTILE_PLUGINS.so EXAMPLE_PLUGIN.so BUILD_DIR BACKWARD_PLUGINS.so
+
+4. `run --backward` (each kernel's backward pass, gradients judged apart) shards, merges, writes its
+   failure pages (the gradients' verdict on each) and splits across stand-in GPUs like a forward
+   campaign: backward_dq_no_scale (gpu/plugin/backward_plugins.c) fails on dQ wherever the scale matters.
 
 The campaign seed is drawn fresh each run and printed; FLASHCHECK_SEED=<s> repeats a run.
 """
@@ -25,7 +29,7 @@ import subprocess
 import sys
 import time
 
-FC, HOSTILE, EXAMPLE, BUILD = (os.path.abspath(a) for a in sys.argv[1:5])
+FC, HOSTILE, EXAMPLE, BUILD, BACKWARD = (os.path.abspath(a) for a in sys.argv[1:6])
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "testing"))
 from cli_harness import CliTest  # noqa: E402
 # CUDA_VISIBLE_DEVICES scrubbed: the test checks how `run --gpus` sets it for its workers.
@@ -118,10 +122,14 @@ CAMPAIGNS = {
     # wrong when Skv is even: more failures than the 5 kept (~20 of 40), shrunk, re-run
     "wrong": ["run", "--plugin", HOSTILE, "--kernel", "hostile_wrong_some", "--cases", "40", "--dtype", "f32", "--dtype", "bf16",
               "--seed", str(SEED), *SMALL],
+    # a backward campaign whose dQ misses the softmax scale: it fails wherever the scale is not ~1
+    # (a third of the cases or so), more than the 5 kept
+    "backward": ["run", "--backward", "--plugin", BACKWARD, "--kernel", "backward_dq_no_scale", "--cases", "40",
+                 "--seed", str(SEED), *SMALL],
 }
 shard_files, whole_stdout = {}, {}
 for name, campaign in CAMPAIGNS.items():
-    html = ["--html", os.path.join(tmp, f"{name}_html")] if name == "wrong" else []
+    html = ["--html", os.path.join(tmp, f"{name}_html")] if name != "cpu" else []
     whole = os.path.join(tmp, f"{name}_whole.json")
     pw = run(*campaign, "--json", whole, *html)
     check(pw.returncode in (0, 1), f"{name}: the unsharded run failed to run", pw)
@@ -130,6 +138,11 @@ for name, campaign in CAMPAIGNS.items():
     if name == "cpu":
         names = [v["name"] for v in doc["variants"]]
         check("replica" in names and "example_cpu_plugin" in names, f"cpu: kernels {names}", pw)
+    elif name == "backward":
+        v = doc["variants"][0]
+        check(doc["campaign"].get("backward") is True and v["failed"] > 5 and len(v["failures"]) == 5 and
+              all("backward" in f and not f["backward"]["pass"] for f in v["failures"]),
+              f"backward: more cases should fail on their gradients than the 5 kept: {v['failed']} failed", pw)
     else:
         v = doc["variants"][0]
         check(v["failed"] > 5 and len(v["failures"]) == 5 and v["passed"] > 0,
@@ -151,6 +164,10 @@ for name, campaign in CAMPAIGNS.items():
     if check(os.path.exists(merged), f"{name}: merge wrote no JSON", pm):
         same_as_unsharded(name, whole, pw.stdout, merged, pm.stdout, pm)
         check([s["shard"] for s in load(merged)["shards"]] == ["3/4", "2/4", "1/4", "0/4"], f"{name}: the shards are not listed", pm)
+    if html and name == "backward":
+        with open(os.path.join(html[1], "backward_dq_no_scale_0.html"), encoding="utf-8") as f:
+            page = f.read()
+        check('id="backward"' in page and "dq" in page, "backward: a failure's page has no backward verdict", pw)
     if html:
         want = sorted(os.listdir(html[1]))
         got = sorted(os.listdir(merged_html[1])) if os.path.isdir(merged_html[1]) else []
@@ -234,6 +251,13 @@ for gpus, env, devices in [("0,2", {"CUDA_VISIBLE_DEVICES": "4,5,6"}, ["4", "6"]
               all(x["exit"] == "exit 1" for x in g), f"run --gpus {gpus}: per-GPU section {g}", p)
         check(sum(x["cases"] for x in g) == 40, f"run --gpus {gpus}: the workers ran {[x['cases'] for x in g]} cases", p)
         check("CUDA_VISIBLE_DEVICES" in p.stdout and "shard" in p.stdout, f"run --gpus {gpus}: no per-GPU table", p)
+# The backward campaign across 2 stand-in GPUs: the single run's verdicts and kept failures.
+out = os.path.join(tmp, "gpus_backward.json")
+p = run(*CAMPAIGNS["backward"], "--gpus", "2", "--json", out, env={"FLASHCHECK_TEST_FAKE_GPUS": "2"})
+check(p.returncode == 1, f"run --backward --gpus 2: exit {p.returncode}", p)
+if check(os.path.exists(out), "run --backward --gpus 2: no JSON", p):
+    same_as_unsharded("run --backward --gpus 2", os.path.join(tmp, "backward_whole.json"), whole_stdout["backward"], out,
+                      p.stdout, p)
 mark("run --gpus compared")
 
 

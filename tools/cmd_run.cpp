@@ -38,11 +38,7 @@ namespace flashcheck::cli {
 namespace {
 
 // `run --backward` with options it cannot honour: refused before anything runs (125).
-void refuse_for_backward(const CLI::App& cmd, const CampaignOptions& c) {
-  for (const char* opt : {"--gpus", "--worker-timeout", "--shard", "--html"})
-    if (cmd.count(opt))
-      throw CannotTest(std::string("--backward with ") + opt +
-                       ": not supported yet (backward campaigns run unsharded on one device, and gradients have no HTML page)");
+void refuse_for_backward(const CampaignOptions& c) {
   if (auto why = backward_campaign_refusal(c)) throw CannotTest(*why);
 }
 
@@ -168,7 +164,7 @@ void add_run(CLI::App& app, Action& action) {
       // Report paths first: a campaign whose reports cannot be written is refused before it runs.
       outputs.require_writable();
       if (!o->html.empty()) require_writable_dir("--html", o->html);
-      if (o->backward) refuse_for_backward(*cmd, o->c);
+      if (o->backward) refuse_for_backward(o->c);
       if (!o->gpus.empty() || o->worker_timeout > 0)  // a worker per GPU, each a `run --shard k/N` (tools/gpus.h)
         return run_on_gpus({o->gpus, o->worker_timeout, o->html, cmd->count("--shard") > 0, !o->problem.empty()}, outputs);
       if (!parse_shard_text(o->shard, o->c.shard_index, o->c.shard_count))  // checked at parse time too

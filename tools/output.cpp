@@ -267,7 +267,7 @@ int FilteredOutput::sync() { return to_->pubsync(); }
 fs::path write_case_html(const CaseOutcome& failed, const fs::path& path) {
   std::error_code ec;
   fs::create_directories(path.parent_path().empty() ? "." : path.parent_path(), ec);
-  write_report_file(path, to_html(printable_report(failed.report)));
+  write_report_file(path, to_html(printable_report(failed.report), failed.backward ? &*failed.backward : nullptr));
   std::cerr << "html report: " << printable_line(path.string()) << "\n";
   return path;
 }
@@ -326,6 +326,16 @@ void write_failure_pages(const std::vector<VariantSummary>& all, const fs::path&
       kf.problem = to_string(f.c.problem) + " dist=" + std::string(to_string(f.c.dist));
       for (const Criterion& c : f.report.criteria)
         if (!c.pass) kf.failed.push_back(c);
+      if (f.backward) {  // the gradients' failures, named as the text names them ("dk: baseline_relative")
+        for (const GradientVerdict& g : f.backward->gradients)
+          for (Criterion c : g.criteria)
+            if (!c.pass) {
+              c.name = g.name + ": " + c.name;
+              kf.failed.push_back(std::move(c));
+            }
+        for (const Criterion& c : f.backward->checks)
+          if (!c.pass) kf.failed.push_back(c);
+      }
       kf.reproduce = i < s.repro.size() ? s.repro[i] : std::string();
       kf.page = page;
       kf.output_judged = f.judged();

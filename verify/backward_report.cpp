@@ -116,4 +116,64 @@ nlohmann::json to_json(const BackwardReport& r) {
   return j;
 }
 
+BackwardReport backward_report_from_json(const nlohmann::json& j) {
+  auto at = [](const nlohmann::json& o, const char* key) -> const nlohmann::json& {
+    if (!o.is_object() || !o.contains(key)) throw std::runtime_error(std::string("backward report: no '") + key + "'");
+    return o.at(key);
+  };
+  auto value = [](const nlohmann::json& x, const char* key) -> double {
+    if (x.is_number()) return x.get<double>();
+    if (x == "nan") return std::nan("");
+    if (x == "inf") return INFINITY;
+    if (x == "-inf") return -INFINITY;
+    throw std::runtime_error(std::string("backward report: '") + key + "' is not a number");
+  };
+  auto whole = [](const nlohmann::json& x, const char* key) -> int64_t {
+    if (!x.is_number_integer()) throw std::runtime_error(std::string("backward report: '") + key + "' is not a whole number");
+    return x.get<int64_t>();
+  };
+  BackwardReport r;
+  try {
+    r.problem = parse_problem(at(j, "problem").get<std::string>());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("backward report: 'problem': ") + e.what());
+  }
+  for (const nlohmann::json& gj : at(j, "gradients")) {
+    GradientVerdict g;
+    g.name = at(gj, "name").get<std::string>();
+    if (gj.contains("criteria"))
+      for (const nlohmann::json& c : gj.at("criteria")) g.criteria.push_back(criterion_from_json(c));
+    const nlohmann::json& m = at(gj, "metrics");
+    g.elements = whole(at(m, "elements"), "elements");
+    g.compared = whole(at(m, "compared"), "compared");
+    g.unwritten = whole(at(m, "unwritten"), "unwritten");
+    g.nan_mismatches = whole(at(m, "nan_mismatches"), "nan_mismatches");
+    g.zero_violations = whole(at(m, "zero_violations"), "zero_violations");
+    g.unresolved = whole(at(m, "unresolved"), "unresolved");
+    // Null when nothing was compared: the value stays the struct's own (to_json writes null again).
+    auto measured = [&](const char* key, double& into) {
+      if (!at(m, key).is_null()) into = value(m.at(key), key);
+    };
+    measured("cosine", g.cosine);
+    measured("rel_l2", g.rel_l2);
+    measured("max_abs", g.max_abs);
+    measured("baseline_max_abs", g.baseline_max_abs);
+    g.max_ref = value(at(m, "max_ref"), "max_ref");
+    g.atol_ref = value(at(m, "atol_ref"), "atol_ref");
+    if (gj.contains("worst")) {
+      const nlohmann::json& w = gj.at("worst");
+      g.worst = GradientLocation{whole(at(w, "b"), "b"), whole(at(w, "h"), "h"), whole(at(w, "row"), "row"),
+                                 whole(at(w, "col"), "col"), value(at(w, "kernel"), "kernel"), value(at(w, "oracle"), "oracle")};
+    }
+    if (at(gj, "pass").get<bool>() != g.pass())
+      throw std::runtime_error("backward report: " + g.name + "'s 'pass' disagrees with its criteria");
+    r.gradients.push_back(std::move(g));
+  }
+  for (const nlohmann::json& c : at(j, "checks")) r.checks.push_back(criterion_from_json(c));
+  r.notes = at(j, "notes").get<std::vector<std::string>>();
+  r.repro = at(j, "repro").get<std::string>();
+  if (at(j, "pass").get<bool>() != r.pass()) throw std::runtime_error("backward report: 'pass' disagrees with its criteria");
+  return r;
+}
+
 }  // namespace flashcheck

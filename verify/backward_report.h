@@ -7,10 +7,15 @@
 #include <string>
 
 #include "verify/backward_criteria.h"
+#include "verify/report.h"
 
 namespace flashcheck {
 
 std::string to_text(const BackwardReport& r);
 nlohmann::json to_json(const BackwardReport& r);
+// What to_json wrote, back (a shard's kept failure, `flashcheck merge`): every field but the error
+// maps, which to_json does not write. Throws std::runtime_error naming a missing or malformed field,
+// or a "pass" that its criteria contradict.
+BackwardReport backward_report_from_json(const nlohmann::json& j);
 
 }  // namespace flashcheck

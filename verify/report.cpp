@@ -244,19 +244,46 @@ nlohmann::json to_json(const Report& r) {
   return j;
 }
 
+namespace {
+
+// Each read names its field: a shard file cut or edited by hand is refused, never half read.
+const nlohmann::json& json_at(const nlohmann::json& o, const char* key) {
+  if (!o.is_object() || !o.contains(key)) throw std::runtime_error(std::string("report: no '") + key + "'");
+  return o.at(key);
+}
+double json_num(const nlohmann::json& x, const char* key) {  // to_json's strings for NaN and infinities
+  if (x.is_number()) return x.get<double>();
+  if (x == "nan") return std::nan("");
+  if (x == "inf") return INFINITY;
+  if (x == "-inf") return -INFINITY;
+  throw std::runtime_error(std::string("report: '") + key + "' is not a number");
+}
+size_t json_one_of(const nlohmann::json& x, const char* key, std::initializer_list<const char*> names) {
+  size_t k = 0;
+  for (const char* n : names) {
+    if (x == n) return k;
+    ++k;
+  }
+  throw std::runtime_error(std::string("report: '") + key + "' is " + x.dump());
+}
+
+}  // namespace
+
+Criterion criterion_from_json(const nlohmann::json& c) {
+  Criterion k;
+  k.name = json_at(c, "name").get<std::string>();
+  k.pass = json_at(c, "pass").get<bool>();
+  k.role = static_cast<Criterion::Role>(json_one_of(json_at(c, "role"), "role", {"judged", "reported_only", "not_computed"}));
+  k.bound = static_cast<Criterion::Bound>(json_one_of(json_at(c, "bound"), "bound", {"at_most", "at_least", "magnitude_at_most"}));
+  if (k.role != Criterion::Role::not_computed) k.value = json_num(json_at(c, "value"), "value");  // else null: no value at all
+  k.limit = json_num(json_at(c, "limit"), "limit");
+  k.detail = json_at(c, "detail").get<std::string>();
+  return k;
+}
+
 Report report_from_json(const nlohmann::json& j) {
-  // Each read names its field: a shard file cut or edited by hand is refused, never half read.
-  auto at = [](const nlohmann::json& o, const char* key) -> const nlohmann::json& {
-    if (!o.is_object() || !o.contains(key)) throw std::runtime_error(std::string("report: no '") + key + "'");
-    return o.at(key);
-  };
-  auto num = [](const nlohmann::json& x, const char* key) -> double {  // to_json's strings for NaN and infinities
-    if (x.is_number()) return x.get<double>();
-    if (x == "nan") return std::nan("");
-    if (x == "inf") return INFINITY;
-    if (x == "-inf") return -INFINITY;
-    throw std::runtime_error(std::string("report: '") + key + "' is not a number");
-  };
+  constexpr auto at = json_at;
+  constexpr auto num = json_num;
   auto whole = [](const nlohmann::json& x, const char* key) -> int64_t {
     if (!x.is_number_integer()) throw std::runtime_error(std::string("report: '") + key + "' is not a whole number");
     return x.get<int64_t>();
@@ -269,26 +296,8 @@ Report report_from_json(const nlohmann::json& j) {
   }
   r.rows_checked = whole(at(j, "rows_checked"), "rows_checked");
   r.sampled = at(j, "sampled").get<bool>();
-  auto one_of = [](const nlohmann::json& x, const char* key, std::initializer_list<const char*> names) -> size_t {
-    size_t k = 0;
-    for (const char* n : names) {
-      if (x == n) return k;
-      ++k;
-    }
-    throw std::runtime_error(std::string("report: '") + key + "' is " + x.dump());
-  };
   if (j.contains("criteria"))
-    for (const auto& c : j.at("criteria")) {
-      Criterion k;
-      k.name = at(c, "name").get<std::string>();
-      k.pass = at(c, "pass").get<bool>();
-      k.role = static_cast<Criterion::Role>(one_of(at(c, "role"), "role", {"judged", "reported_only", "not_computed"}));
-      k.bound = static_cast<Criterion::Bound>(one_of(at(c, "bound"), "bound", {"at_most", "at_least", "magnitude_at_most"}));
-      if (k.role != Criterion::Role::not_computed) k.value = num(at(c, "value"), "value");  // else null: no value at all
-      k.limit = num(at(c, "limit"), "limit");
-      k.detail = at(c, "detail").get<std::string>();
-      r.criteria.push_back(std::move(k));
-    }
+    for (const auto& c : j.at("criteria")) r.criteria.push_back(criterion_from_json(c));
   const nlohmann::json& m = at(j, "metrics");
   r.compared = whole(at(m, "compared"), "compared");
   // With no element compared the value metrics are null: what they hold then is never written.

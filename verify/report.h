@@ -173,5 +173,8 @@ nlohmann::json to_json(const Report& r);
 // to_json(report_from_json(j)) == j for any j that to_json wrote. The error maps are not in the
 // JSON and stay empty. Throws std::runtime_error naming the field that is missing or malformed.
 Report report_from_json(const nlohmann::json& j);
+// One criterion as to_json writes it (name, pass, role, bound, value, limit, detail); throws
+// std::runtime_error naming the field that is missing or malformed.
+Criterion criterion_from_json(const nlohmann::json& c);
 
 }  // namespace flashcheck
