@@ -244,11 +244,26 @@ HarnessResult Staging::collect(const uint8_t* o, const uint8_t* lse, bool with_l
 
 KernelGradients Staging::collect_gradients(const uint8_t* dq, const uint8_t* dk, const uint8_t* dv, const uint8_t* dsinks) const {
   const DType gd = gradient_dtype(p_);
-  KernelGradients g{st_.decode(Tensor::q, dq, gd), st_.decode(Tensor::k, dk, gd), st_.decode(Tensor::v, dv, gd), std::nullopt};
+  KernelGradients g{st_.decode(Tensor::q, dq, gd), st_.decode(Tensor::k, dk, gd), st_.decode(Tensor::v, dv, gd), std::nullopt,
+                    std::nullopt};
   if (p_.sinks && dsinks) {
     std::vector<float> s(as_size(p_.heads_q));
     std::memcpy(s.data(), dsinks, s.size() * 4);
     g.dsinks = std::move(s);
+  }
+  // The gradients' elements no row maps to (THD pad tokens, unread slots of a paged cache) must
+  // still hold the poison they were staged with, as o's must (collect).
+  const std::pair<Tensor, const uint8_t*> grads[] = {{Tensor::q, dq}, {Tensor::k, dk}, {Tensor::v, dv}};
+  std::vector<char> covered;
+  const uint32_t bits = poison_bits(gd);
+  const size_t n = static_cast<size_t>(dtype_bytes(gd));
+  for (const auto& [t, buf] : grads) {
+    if (!buf) continue;
+    st_.mark_covered(t, covered);
+    if (std::find(covered.begin(), covered.end(), char{0}) == covered.end()) continue;  // no such element
+    int64_t written = 0;
+    for (size_t i = 0; i < covered.size(); ++i) written += !covered[i] && std::memcmp(buf + i * n, &bits, n) != 0;
+    g.padding_written = g.padding_written.value_or(0) + written;
   }
   return g;
 }

@@ -17,6 +17,8 @@
 #include "runner/staged_problem.h"
 #include "runner/variant_cases.h"
 #include "testing/test_seed.h"
+#include "verify/backward_expected.h"
+#include "verify/backward_report.h"
 #include "verify/metrics.h"
 
 namespace flashcheck {
@@ -170,6 +172,42 @@ TEST(Staging, PaddingWritesAreCountedAndJudged) {
   const Report r = judge(dense, din, h.output(), Declared{});
   const auto failed = r.failed();
   ASSERT_EQ(failed, std::vector<std::string>{"padding_written"}) << to_text(r);
+}
+
+// The gradients' elements outside every row (THD pad tokens; keys past seqused; a paged cache's
+// unread slots) must keep their poison too: a write there is counted and fails the backward.
+TEST(Staging, GradientPaddingWritesAreCountedAndJudged) {
+  const Problem p = parse_problem("b=3 hq=2 hkv=1 sq=5,0,17 skv=9,4,20 dqk=32 dv=32 causal=bottom_right dtype=bf16 layout=thd");
+  const Inputs in = make_inputs(p, flashcheck::testing::seed_for(7021), Dist::normal);
+  const std::vector<float> d_out = make_d_out(p, flashcheck::testing::seed_for(7022));
+  const Staging st(p, in, d_out);
+  std::vector<uint8_t> dq(st.bytes(kBufDq)), dk(st.bytes(kBufDk)), dv(st.bytes(kBufDv));
+  st.fill(kBufDq, dq.data());
+  st.fill(kBufDk, dk.data());
+  st.fill(kBufDv, dv.data());
+  ASSERT_EQ(st.collect_gradients(dq.data(), dk.data(), dv.data(), nullptr).padding_written, 0);
+  // Every row written (as a correct kernel does) leaves the count at 0.
+  const size_t eb = 2;
+  for (const auto& [t, buf] : {std::pair{Tensor::q, &dq}, {Tensor::k, &dk}, {Tensor::v, &dv}})
+    st.storage().for_each_row(t, [&, b = buf](int64_t, int64_t s, int64_t w) { std::memset(b->data() + s * eb, 0, w * eb); });
+  EXPECT_EQ(st.collect_gradients(dq.data(), dk.data(), dv.data(), nullptr).padding_written, 0);
+  // One element of dq's first pad token and one of dk's: counted.
+  const int64_t total_q = st.storage().cu_q().back(), total_kv = st.storage().cu_kv().back();
+  std::memset(dq.data() + (total_q * st.storage().strides(Tensor::q).seq + 5) * eb, 0, eb);
+  std::memset(dk.data() + (total_kv * st.storage().strides(Tensor::k).seq + 1) * eb, 0, eb);
+  const KernelGradients g = st.collect_gradients(dq.data(), dk.data(), dv.data(), nullptr);
+  ASSERT_EQ(g.padding_written, 2);
+  // The verdict fails by it, as a check of the backward call, and by nothing else.
+  const BackwardExpected e = make_backward_expected(p, in, d_out);
+  KernelGradients exact = g;
+  exact.dq = e.baselines.front().dq, exact.dk = e.baselines.front().dk, exact.dv = e.baselines.front().dv;
+  const BackwardReport r = verify_backward(p, e, exact);
+  EXPECT_EQ(r.failed(), std::vector<std::string>{"padding_written"}) << to_text(r);
+  // A dense problem's gradients have no such elements: nothing counted, no check.
+  const Problem dense = parse_problem("b=1 hq=2 hkv=1 sq=7 skv=9 d=32 dtype=bf16");
+  const Staging ds(dense, make_inputs(dense, 3, Dist::normal), make_d_out(dense, 4));
+  std::vector<uint8_t> a(ds.bytes(kBufDq)), b(ds.bytes(kBufDk)), c(ds.bytes(kBufDv));
+  EXPECT_FALSE(ds.collect_gradients(a.data(), b.data(), c.data(), nullptr).padding_written);
 }
 
 // The replica reads its buffers through the strides and side tensors it is handed, as any

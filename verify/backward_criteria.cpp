@@ -380,6 +380,9 @@ BackwardReport verify_backward(const Problem& p, const BackwardExpected& expecte
     else
       r.notes.push_back("dsinks: not checked (the kernel gave no gradient for the sinks)");
   }
+  if (kernel.padding_written)
+    r.checks.push_back({"padding_written", *kernel.padding_written == 0, static_cast<double>(*kernel.padding_written), 0,
+                        "elements of dq, dk, dv outside every row (padding tokens, unread cache slots) that the kernel wrote"});
   return r;
 }
 

@@ -32,6 +32,10 @@ namespace flashcheck {
 struct KernelGradients {
   std::vector<float> dq, dk, dv;              // logical layouts; values in gradient_dtype(p)
   std::optional<std::vector<float>> dsinks;   // [Hq] fp32, when the kernel computes it
+  // Elements of dq, dk, dv outside every row (THD pad tokens, a paged cache's unread slots) that no
+  // longer hold their poison: a write "outside", which the ABI forbids (a real caller keeps other
+  // data there). Unset when the storage has no such elements or nobody counted them.
+  std::optional<int64_t> padding_written;
 };
 
 struct BackwardOptions {
