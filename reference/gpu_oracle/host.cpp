@@ -32,29 +32,9 @@ void run_pieces(Job& j, Outputs out) {
   const bool oracle = j.oracle();
 
   auto t0 = Clock::now();
-  DeviceMemory arena(static_cast<size_t>(most_bytes));
-  // ALiBi slopes and sinks, the same for every piece.
-  const size_t slope_bytes = j.in.alibi_slopes.size() * sizeof(float), sink_bytes = j.in.sinks.size() * sizeof(float);
-  DeviceMemory d_side(slope_bytes + sink_bytes + 16);
-  timing.device_bytes = static_cast<int64_t>(most_bytes + static_cast<double>(slope_bytes + sink_bytes));
+  CallDevice dev(j, most_bytes);
+  StreamAndEvents& se = dev.se;
   timing.alloc_ms += ms_since(t0);
-
-  StreamAndEvents se;
-  upload(d_side.as<char>(), j.in.alibi_slopes.data(), slope_bytes, se.stream);
-  upload(d_side.as<char>() + slope_bytes, j.in.sinks.data(), sink_bytes, se.stream);
-  go::Params prm;
-  prm.heads_q = p.heads_q;
-  prm.dqk = p.head_dim_qk;
-  prm.dqk_pad = j.dqk_pad;
-  prm.dv = dv;
-  prm.dv_pad = j.dv_pad;
-  prm.scale = p.softmax_scale();
-  prm.softcap = p.softcap;
-  prm.alibi = p.alibi == Alibi::none ? 0 : p.alibi == Alibi::symmetric ? 1 : 2;
-  prm.alibi_per_batch = p.alibi_per_batch;
-  prm.slopes = p.alibi != Alibi::none ? reinterpret_cast<const float*>(d_side.as<char>()) : nullptr;
-  prm.sinks = p.sinks ? reinterpret_cast<const float*>(d_side.as<char>() + slope_bytes) : nullptr;
-  prm.fp8 = is_fp8(p.dtype);
   const DType od = p.o_dtype();
   const go::Round rd = od == DType::bf16 ? go::Round::bf16 : od == DType::f16 ? go::Round::f16 : go::Round::f32;
 
@@ -67,60 +47,33 @@ void run_pieces(Job& j, Outputs out) {
     PieceSize ps(j, pc.t0);
     for (size_t t = pc.t0; t < pc.t1; ++t) ps.add(j.tiles[t]);
     const std::vector<int64_t> sz = ps.buffers();
-    Carve c{arena.as<char>()};
-    void* d_q = c.take<void>(sz[0]);
-    void* d_k = c.take<void>(sz[1]);
-    void* d_v = c.take<void>(sz[2]);
-    go::Row* d_rows = c.take<go::Row>(sz[3]);
-    go::Tile* d_tiles = c.take<go::Tile>(sz[4]);
-    int64_t* d_block0 = c.take<int64_t>(sz[5]);
+    Carve c{dev.arena.as<char>()};
+    t0 = Clock::now();
+    const PieceInputs in = upload_inputs(c, sz, h, se.stream);
     void* d_s = c.take<void>(sz[6]);
     void* d_pmax = c.take<void>(sz[7]);
     void* d_o = c.take<void>(sz[8]);
     void* d_stats = c.take<void>(sz[9]);
-
-    t0 = Clock::now();
-    upload(d_q, h.q.data(), h.q.size() * sizeof(U), se.stream);
-    upload(d_k, h.k.data(), h.k.size() * sizeof(U), se.stream);
-    upload(d_v, h.v.data(), h.v.size() * sizeof(U), se.stream);
-    upload(d_rows, h.rows.data(), h.rows.size() * sizeof(go::Row), se.stream);
-    upload(d_tiles, h.tiles.data(), h.tiles.size() * sizeof(go::Tile), se.stream);
-    upload(d_block0, h.block0.data(), h.block0.size() * sizeof(int64_t), se.stream);
-    // Poison the outputs (all-ones bytes are NaN in fp32 and fp64): an element no kernel writes
-    // reads as NaN and fails every comparison instead of passing as a stale value.
-    if (sz[8]) FCO_CUDA(cudaMemsetAsync(d_o, 0xff, static_cast<size_t>(sz[8]), se.stream));
-    if (sz[9]) FCO_CUDA(cudaMemsetAsync(d_stats, 0xff, static_cast<size_t>(sz[9]), se.stream));
+    poison(d_o, sz[8], se.stream);
+    poison(d_stats, sz[9], se.stream);
     FCO_CUDA(cudaStreamSynchronize(se.stream));
     timing.h2d_ms += ms_since(t0);
 
-    go::Geom g;
-    g.p = prm;
-    g.tiles = d_tiles;
-    g.rows = d_rows;
-    g.block0 = d_block0;
-    g.ntiles = static_cast<int64_t>(pc.t1 - pc.t0);
-    g.score_blocks = pc.score_blocks;
-    g.nout = pc.out_rows;
-    timing.score_blocks += pc.score_blocks;
-
-    FCO_CUDA(cudaEventRecord(se.start, se.stream));
-    if (oracle) {
-      go::launch_f64_scores(j.elem, d_q, d_k, static_cast<double*>(d_s), static_cast<double*>(d_pmax), g, se.stream);
-      go::launch_f64_pv(j.elem, static_cast<double*>(d_s), static_cast<double*>(d_pmax), d_v, static_cast<double*>(d_o),
-                        static_cast<double*>(d_stats), g, se.stream);
-    } else {
-      float* m = static_cast<float*>(d_stats);
-      float* l = m + g.ntiles * j.tm;
-      go::launch_baseline_scores(j.elem, rd, d_q, d_k, static_cast<float*>(d_s), static_cast<float*>(d_pmax), g,
-                                 se.stream);
-      go::launch_baseline_stats(static_cast<float*>(d_s), static_cast<float*>(d_pmax), m, l, g, se.stream);
-      go::launch_baseline_pv(j.elem, rd, static_cast<float*>(d_s), m, l, d_v, static_cast<float*>(d_o), g, se.stream);
-    }
-    FCO_CUDA(cudaEventRecord(se.stop, se.stream));
-    FCO_CUDA(cudaEventSynchronize(se.stop));
-    float kms = 0;
-    FCO_CUDA(cudaEventElapsedTime(&kms, se.start, se.stop));
-    timing.kernel_ms += kms;
+    const go::Geom g = piece_geom(dev.prm, in, pc);
+    dev.timed([&] {
+      if (oracle) {
+        go::launch_f64_scores(j.elem, in.q, in.k, static_cast<double*>(d_s), static_cast<double*>(d_pmax), g, se.stream);
+        go::launch_f64_pv(j.elem, static_cast<double*>(d_s), static_cast<double*>(d_pmax), in.v, static_cast<double*>(d_o),
+                          static_cast<double*>(d_stats), g, se.stream);
+      } else {
+        float* m = static_cast<float*>(d_stats);
+        float* l = m + g.ntiles * j.tm;
+        go::launch_baseline_scores(j.elem, rd, in.q, in.k, static_cast<float*>(d_s), static_cast<float*>(d_pmax), g,
+                                   se.stream);
+        go::launch_baseline_stats(static_cast<float*>(d_s), static_cast<float*>(d_pmax), m, l, g, se.stream);
+        go::launch_baseline_pv(j.elem, rd, static_cast<float*>(d_s), m, l, in.v, static_cast<float*>(d_o), g, se.stream);
+      }
+    });
 
     // The piece's result rows are contiguous (HostTile): one copy each.
     t0 = Clock::now();

@@ -31,28 +31,10 @@ void run_backward_pieces(Job& j, Result res) {
   BackwardResult& r = *res.r;
 
   auto t0 = Clock::now();
-  DeviceMemory arena(static_cast<size_t>(most_bytes));
-  const size_t slope_bytes = j.in.alibi_slopes.size() * sizeof(float), sink_bytes = j.in.sinks.size() * sizeof(float);
-  DeviceMemory d_side(slope_bytes + sink_bytes + 16);
-  timing.device_bytes = static_cast<int64_t>(most_bytes + static_cast<double>(slope_bytes + sink_bytes));
+  CallDevice dev(j, most_bytes);
+  StreamAndEvents& se = dev.se;
+  const go::Params& prm = dev.prm;
   timing.alloc_ms += ms_since(t0);
-
-  StreamAndEvents se;
-  upload(d_side.as<char>(), j.in.alibi_slopes.data(), slope_bytes, se.stream);
-  upload(d_side.as<char>() + slope_bytes, j.in.sinks.data(), sink_bytes, se.stream);
-  go::Params prm;
-  prm.heads_q = p.heads_q;
-  prm.dqk = dqk;
-  prm.dqk_pad = j.dqk_pad;
-  prm.dv = dv;
-  prm.dv_pad = j.dv_pad;
-  prm.scale = p.softmax_scale();
-  prm.softcap = p.softcap;
-  prm.alibi = p.alibi == Alibi::none ? 0 : p.alibi == Alibi::symmetric ? 1 : 2;
-  prm.alibi_per_batch = p.alibi_per_batch;
-  prm.slopes = p.alibi != Alibi::none ? reinterpret_cast<const float*>(d_side.as<char>()) : nullptr;
-  prm.sinks = p.sinks ? reinterpret_cast<const float*>(d_side.as<char>() + slope_bytes) : nullptr;
-  prm.fp8 = is_fp8(p.dtype);
 
   Packed<U> h;
   std::vector<const float*> dosrc;
@@ -70,13 +52,9 @@ void run_backward_pieces(Job& j, Result res) {
     PieceSize ps(j, pc.t0);
     for (size_t t = pc.t0; t < pc.t1; ++t) ps.add(j.tiles[t]);
     const std::vector<int64_t> sz = ps.buffers();
-    Carve c{arena.as<char>()};
-    void* d_q = c.take<void>(sz[0]);
-    void* d_k = c.take<void>(sz[1]);
-    void* d_v = c.take<void>(sz[2]);
-    go::Row* d_rows = c.take<go::Row>(sz[3]);
-    go::Tile* d_tiles = c.take<go::Tile>(sz[4]);
-    int64_t* d_block0 = c.take<int64_t>(sz[5]);
+    Carve c{dev.arena.as<char>()};
+    t0 = Clock::now();
+    const PieceInputs in = upload_inputs(c, sz, h, se.stream);
     double* d_s = c.take<double>(sz[6]);
     double* d_pmax = c.take<double>(sz[7]);
     float* d_do = c.take<float>(sz[8]);
@@ -87,52 +65,28 @@ void run_backward_pieces(Job& j, Result res) {
     double* d_dv = c.take<double>(sz[13]);
     double* d_sink = c.take<double>(sz[14]);
     go::Region* d_regions = c.take<go::Region>(sz[15]);
-
-    t0 = Clock::now();
-    upload(d_q, h.q.data(), h.q.size() * sizeof(U), se.stream);
-    upload(d_k, h.k.data(), h.k.size() * sizeof(U), se.stream);
-    upload(d_v, h.v.data(), h.v.size() * sizeof(U), se.stream);
-    upload(d_rows, h.rows.data(), h.rows.size() * sizeof(go::Row), se.stream);
-    upload(d_tiles, h.tiles.data(), h.tiles.size() * sizeof(go::Tile), se.stream);
-    upload(d_block0, h.block0.data(), h.block0.size() * sizeof(int64_t), se.stream);
     upload(d_do, h_do.data(), h_do.size() * sizeof(float), se.stream);
     upload(d_regions, h.regions.data(), h.regions.size() * sizeof(go::Region), se.stream);
-    // Poison every result (all-ones bytes are NaN): an element no kernel writes reads as NaN.
-    for (int i : {11, 12, 13, 14})
-      if (sz[static_cast<size_t>(i)]) {
-        void* at = i == 11 ? static_cast<void*>(d_dq) : i == 12 ? static_cast<void*>(d_dk)
-                 : i == 13 ? static_cast<void*>(d_dv) : static_cast<void*>(d_sink);
-        FCO_CUDA(cudaMemsetAsync(at, 0xff, static_cast<size_t>(sz[static_cast<size_t>(i)]), se.stream));
-      }
+    poison(d_dq, sz[11], se.stream);
+    poison(d_dk, sz[12], se.stream);
+    poison(d_dv, sz[13], se.stream);
+    poison(d_sink, sz[14], se.stream);
     FCO_CUDA(cudaStreamSynchronize(se.stream));
     timing.h2d_ms += ms_since(t0);
 
-    go::Geom g;
-    g.p = prm;
-    g.tiles = d_tiles;
-    g.rows = d_rows;
-    g.block0 = d_block0;
-    g.ntiles = static_cast<int64_t>(pc.t1 - pc.t0);
-    g.score_blocks = pc.score_blocks;
-    g.nout = pc.out_rows;
-    timing.score_blocks += pc.score_blocks;
+    const go::Geom g = piece_geom(prm, in, pc);
     go::Geom gq = g;  // dQ is a P·V whose "V" is K: Dqk's width
     gq.p.dv = dqk;
     gq.p.dv_pad = j.dqk_pad;
     const int64_t nregions = static_cast<int64_t>(h.regions.size());
-
-    FCO_CUDA(cudaEventRecord(se.start, se.stream));
-    go::launch_f64_scores(j.elem, d_q, d_k, d_s, d_pmax, g, se.stream, d_z);
-    go::launch_f64_dp(j.elem, d_do, d_v, d_dp, g, se.stream);
-    go::launch_f64_ds(d_s, d_dp, d_pmax, d_z, d_sink, g, se.stream);
-    go::launch_f64_dq(j.elem, d_dp, d_k, d_dq, gq, se.stream);
-    go::launch_f64_keys(j.elem, false, d_s, d_do, d_dv, d_regions, nregions, h.key_blocks, 1.0, g, se.stream);
-    go::launch_f64_keys(j.elem, true, d_dp, d_q, d_dk, d_regions, nregions, h.key_blocks, prm.scale, g, se.stream);
-    FCO_CUDA(cudaEventRecord(se.stop, se.stream));
-    FCO_CUDA(cudaEventSynchronize(se.stop));
-    float kms = 0;
-    FCO_CUDA(cudaEventElapsedTime(&kms, se.start, se.stop));
-    timing.kernel_ms += kms;
+    dev.timed([&] {
+      go::launch_f64_scores(j.elem, in.q, in.k, d_s, d_pmax, g, se.stream, d_z);
+      go::launch_f64_dp(j.elem, d_do, in.v, d_dp, g, se.stream);
+      go::launch_f64_ds(d_s, d_dp, d_pmax, d_z, d_sink, g, se.stream);
+      go::launch_f64_dq(j.elem, d_dp, in.k, d_dq, gq, se.stream);
+      go::launch_f64_keys(j.elem, false, d_s, d_do, d_dv, d_regions, nregions, h.key_blocks, 1.0, g, se.stream);
+      go::launch_f64_keys(j.elem, true, d_dp, in.q, d_dk, d_regions, nregions, h.key_blocks, prm.scale, g, se.stream);
+    });
 
     // dQ rows are the piece's result rows, contiguous in the logical layout (every row, RowSet
     // order); dK, dV and the sinks' parts are added where they belong.

@@ -443,6 +443,95 @@ inline void check_call(const Problem& p, const Inputs& in, const RowSet& rows, c
 }
 
 
+// What every piece of a call shares on the device: one arena sized for the largest piece, the
+// ALiBi slopes and sinks (the same for every piece), a stream with timing events, and the kernels'
+// Params over them.
+struct CallDevice {
+  DeviceMemory arena;
+  DeviceMemory side;
+  StreamAndEvents se;
+  go::Params prm;
+
+  CallDevice(const Job& j, double most_bytes)
+      : arena(static_cast<size_t>(most_bytes)), side(side_bytes(j) + 16) {
+    const Problem& p = j.p;
+    const size_t slope_bytes = j.in.alibi_slopes.size() * sizeof(float);
+    t_last.device_bytes = static_cast<int64_t>(most_bytes + static_cast<double>(side_bytes(j)));
+    upload(side.as<char>(), j.in.alibi_slopes.data(), slope_bytes, se.stream);
+    upload(side.as<char>() + slope_bytes, j.in.sinks.data(), j.in.sinks.size() * sizeof(float), se.stream);
+    prm.heads_q = p.heads_q;
+    prm.dqk = p.head_dim_qk;
+    prm.dqk_pad = j.dqk_pad;
+    prm.dv = p.head_dim_v;
+    prm.dv_pad = j.dv_pad;
+    prm.scale = p.softmax_scale();
+    prm.softcap = p.softcap;
+    prm.alibi = p.alibi == Alibi::none ? 0 : p.alibi == Alibi::symmetric ? 1 : 2;
+    prm.alibi_per_batch = p.alibi_per_batch;
+    prm.slopes = p.alibi != Alibi::none ? reinterpret_cast<const float*>(side.as<char>()) : nullptr;
+    prm.sinks = p.sinks ? reinterpret_cast<const float*>(side.as<char>() + slope_bytes) : nullptr;
+    prm.fp8 = is_fp8(p.dtype);
+  }
+  static size_t side_bytes(const Job& j) { return (j.in.alibi_slopes.size() + j.in.sinks.size()) * sizeof(float); }
+
+  // The launches between the stream's events, their time added to the call's kernel time.
+  template <typename F>
+  void timed(F&& launches) {
+    FCO_CUDA(cudaEventRecord(se.start, se.stream));
+    launches();
+    FCO_CUDA(cudaEventRecord(se.stop, se.stream));
+    FCO_CUDA(cudaEventSynchronize(se.stop));
+    float kms = 0;
+    FCO_CUDA(cudaEventElapsedTime(&kms, se.start, se.stop));
+    t_last.kernel_ms += kms;
+  }
+};
+
+// The buffers every pipeline carves first (PieceSize::buffers' first six), uploaded.
+struct PieceInputs {
+  void *q = nullptr, *k = nullptr, *v = nullptr;
+  go::Row* rows = nullptr;
+  go::Tile* tiles = nullptr;
+  int64_t* block0 = nullptr;
+};
+
+template <typename U>
+PieceInputs upload_inputs(Carve& c, const std::vector<int64_t>& sz, const Packed<U>& h, cudaStream_t st) {
+  PieceInputs in;
+  in.q = c.take<void>(sz[0]);
+  in.k = c.take<void>(sz[1]);
+  in.v = c.take<void>(sz[2]);
+  in.rows = c.take<go::Row>(sz[3]);
+  in.tiles = c.take<go::Tile>(sz[4]);
+  in.block0 = c.take<int64_t>(sz[5]);
+  upload(in.q, h.q.data(), h.q.size() * sizeof(U), st);
+  upload(in.k, h.k.data(), h.k.size() * sizeof(U), st);
+  upload(in.v, h.v.data(), h.v.size() * sizeof(U), st);
+  upload(in.rows, h.rows.data(), h.rows.size() * sizeof(go::Row), st);
+  upload(in.tiles, h.tiles.data(), h.tiles.size() * sizeof(go::Tile), st);
+  upload(in.block0, h.block0.data(), h.block0.size() * sizeof(int64_t), st);
+  return in;
+}
+
+// A result buffer poisoned (all-ones bytes are NaN in fp32 and fp64): an element no kernel
+// writes reads as NaN and fails every comparison instead of passing as a stale value.
+inline void poison(void* at, int64_t bytes, cudaStream_t st) {
+  if (bytes) FCO_CUDA(cudaMemsetAsync(at, 0xff, static_cast<size_t>(bytes), st));
+}
+
+inline go::Geom piece_geom(const go::Params& prm, const PieceInputs& in, const Piece& pc) {
+  go::Geom g;
+  g.p = prm;
+  g.tiles = in.tiles;
+  g.rows = in.rows;
+  g.block0 = in.block0;
+  g.ntiles = static_cast<int64_t>(pc.t1 - pc.t0);
+  g.score_blocks = pc.score_blocks;
+  g.nout = pc.out_rows;
+  t_last.score_blocks += pc.score_blocks;
+  return g;
+}
+
 // The fp64 kernels' padded width of a head dim: 32·2^k up to 256, then multiples of 256 (what
 // f64_pv_kernel and the backward's key side take; a multiple of 16, as the scores kernel needs).
 inline int64_t oracle_pad(int64_t d) {
