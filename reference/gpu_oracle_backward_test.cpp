@@ -140,18 +140,7 @@ Terms terms(const Problem& p, const Inputs& in, const std::vector<float>& d_out)
 }
 
 double score_bound(const Problem& p, const Inputs& in) {
-  double qn = 0, kn = 0;
-  const int64_t d = p.head_dim_qk;
-  auto norms = [d](const std::vector<float>& x) {
-    double m = 0;
-    for (size_t r = 0; r + static_cast<size_t>(d) <= x.size(); r += static_cast<size_t>(d)) {
-      double t = 0;
-      for (int64_t c = 0; c < d; ++c) t += static_cast<double>(x[r + static_cast<size_t>(c)]) * x[r + static_cast<size_t>(c)];
-      if (std::isfinite(t)) m = std::max(m, std::sqrt(t));
-    }
-    return m;
-  };
-  qn = norms(in.q), kn = norms(in.k);
+  const double qn = max_norm(in.q, p.head_dim_qk), kn = max_norm(in.k, p.head_dim_qk);
   const double descale = max_descale(in);
   double slope = 0;
   for (float s : in.alibi_slopes) slope = std::max(slope, std::fabs(static_cast<double>(s)));
