@@ -22,13 +22,14 @@
 #include "verify/backward_criteria.h"
 #include "verify/backward_expected.h"
 #include "verify/backward_report.h"
+#include "verify/report_html.h"
 #include "verify/untrusted_text.h"
 
 struct fc_backward_report {
   flashcheck::BackwardReport backward;
   std::unique_ptr<fc_report> forward;  // null when o was absent
   std::vector<std::string> failed;
-  std::string text, json;
+  std::string text, json, html;
   std::vector<int32_t> lengths;  // fc_backward_report_problem2's
 };
 
@@ -283,7 +284,10 @@ fc_status fc_check_backward(const fc_attention2* pa, const fc_tensors* tin, cons
     KernelGradients k{gather(p, *gp.qside, Tensor::q, g.dq, gd), gather(p, *gp.kvside, Tensor::k, g.dk, gd),
                       gather(p, *gp.kvside, Tensor::v, g.dv, gd), std::nullopt};
     if (present(g.dsinks)) k.dsinks = gather_dsinks(g.dsinks, p.heads_q);
-    r->backward = verify_backward(p, make_backward_expected(p, in, d_out), k);
+    BackwardOptions bo;
+    bo.error_maps = opt.error_maps != 0;
+    bo.tile_q = opt.tile_q, bo.tile_kv = opt.tile_kv;
+    r->backward = verify_backward(p, make_backward_expected(p, in, d_out), k, bo);
     r->failed = r->backward.failed();
     if (r->forward)
       for (const Criterion& c : r->forward->report.criteria)
@@ -346,6 +350,27 @@ const char* fc_backward_report_json(const fc_backward_report* r) {
     j["forward"] = r->forward ? to_json(r->forward->report) : nlohmann::json(nullptr);
     m->json = json_text(j);
     return m->json.c_str();
+  });
+}
+
+const char* fc_backward_report_html(const fc_backward_report* r) {
+  if (!r) return "";
+  return caught<const char*>("", [&] {
+    auto* m = const_cast<fc_backward_report*>(r);
+    BackwardReport b = r->backward;  // what a caller set (the reproduction) shown as printable text
+    b.repro = printable_line(b.repro);
+    for (std::string& n : b.notes) n = printable_line(n);
+    m->html = r->forward ? to_html(printable_report(r->forward->report), &b) : to_html(b);
+    return m->html.c_str();
+  });
+}
+
+fc_status fc_backward_report_set_repro(fc_backward_report* r, const char* command) {
+  return guarded([&] {
+    need(r, "report");
+    need(command, "command");
+    r->backward.repro = command;
+    if (r->forward) r->forward->report.repro = command;
   });
 }
 

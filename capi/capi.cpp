@@ -98,6 +98,10 @@ static_assert(kCheckOptionsApi2 == 48 && kFuzzOptionsApi2 == 136, "API 2's layou
 // binary built against API 3 sets struct_size to, and what fc_fuzz_options_init2 writes.
 constexpr size_t kFuzzOptionsApi3 = offsetof(fc_fuzz_options, equal_lengths);
 static_assert(kFuzzOptionsApi3 == 200, "API 3's layout is frozen");
+// API 4 and 5's fc_fuzz_options ended at seq_multiple (no tail padding): what their binaries set
+// struct_size to, and what fc_fuzz_options_init3 writes.
+constexpr size_t kFuzzOptionsApi4 = offsetof(fc_fuzz_options, backward);
+static_assert(kFuzzOptionsApi4 == 216, "API 4's layout is frozen");
 
 fc_check_options check_defaults() {
   fc_check_options o{};
@@ -140,6 +144,7 @@ fc_fuzz_options fuzz_defaults() {
   o.equal_lengths = 0;
   o.nonfinite = 1;
   o.seq_multiple = 1;
+  o.backward = 0;
   return o;
 }
 
@@ -255,13 +260,13 @@ std::string case_repro(const Case& c) {
          " seed=" + std::to_string(c.seed) + " (fc_make_inputs / flashcheck.make_inputs rebuild them)";
 }
 
-std::unique_ptr<fc_campaign> run_callback_campaign(const Variant& variant, const fc_fuzz_options& o) {
+std::unique_ptr<fc_campaign> run_callback_campaign(const Variant& variant, const fc_fuzz_options& o, const CaseRunner* runner) {
   const CampaignOptions copt = campaign_from(o);
   auto c = std::make_unique<fc_campaign>();
   c->name = variant.name();
   c->seed = o.seed;
   std::ostringstream log;
-  c->summary = run_campaign(variant, copt, log);
+  c->summary = runner ? run_campaign(variant, *runner, copt, log) : run_campaign(variant, copt, log);
   c->log = printable_block(log.str());  // the log quotes the callback's error messages
   if (c->summary.unavailable) throw CannotTest("nothing to fuzz: " + *c->summary.unavailable);
   for (CaseOutcome& f : c->summary.failures) {
@@ -602,6 +607,16 @@ void fc_fuzz_options_init2(fc_fuzz_options* o) {
 void fc_fuzz_options_init3(fc_fuzz_options* o) {
   if (!o) return;
   caught(0, [&] {
+    fc_fuzz_options d = fuzz_defaults();
+    d.struct_size = static_cast<uint32_t>(kFuzzOptionsApi4);
+    std::memcpy(o, &d, kFuzzOptionsApi4);
+    return 0;
+  });
+}
+
+void fc_fuzz_options_init4(fc_fuzz_options* o) {
+  if (!o) return;
+  caught(0, [&] {
     *o = fuzz_defaults();
     return 0;
   });
@@ -628,6 +643,9 @@ fc_status fc_fuzz(fc_kernel_callback kernel, void* user, const fc_fuzz_options* 
     const std::string name = printable_line(o.name && *o.name ? o.name : "kernel");
     Capabilities caps = caps_from(o);
     refuse_model2(caps);
+    if (o.backward)
+      throw InvalidArgument("backward: fc_fuzz's callback has no dO to read; a backward campaign is fc_fuzz2's "
+                            "(fc_callback_d_out)");
     const CallbackVariant variant(name, std::move(caps), kernel, user);
     *out = run_callback_campaign(variant, o).release();
   });

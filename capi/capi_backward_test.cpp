@@ -293,6 +293,60 @@ TEST(CApiBackward, TheForwardVerdictIsReportedApart) {
   fc_backward_report_free(r);
 }
 
+// The report's page (API 6): with o, the forward's sections and then the gradients', the failing
+// one named with its worst element and its tiles (the options' tiles) and, with error_maps, its
+// heatmap; the reproduction set on the report shows, escaped. Without o, the gradients alone and a
+// line saying the forward was not judged.
+TEST(CApiBackward, TheReportPageShowsTheGradientsWithOrWithoutTheForward) {
+  Problem p = parse_problem("b=1 hq=4 hkv=2 sq=20 skv=29 dqk=16 dv=16 causal=bottom_right dtype=bf16");
+  Backward b(p, testing::seed_for(2410), 0);
+  const BackwardResult truth = naive_attention_backward(p, b.in, b.dout);
+  OracleResult fwd = naive_attention(p, b.in);
+  for (double& x : fwd.o) x = round_to(DType::bf16, static_cast<float>(x));
+  KernelGradients bad = rounded_oracle(p, truth);
+  for (float& x : bad.dk) x = round_to(DType::bf16, 2.0f * x);
+  Kernel k;
+  k.stage(b, bad, fwd);
+  fc_check_options opt;
+  fc_check_options_init2(&opt);
+  opt.error_maps = 1;
+  opt.tile_q = 16, opt.tile_kv = 8;
+  fc_backward_report* r = nullptr;
+  ASSERT_EQ(fc_check_backward(&b.a, &b.t, &b.g, &opt, &r), FC_OK) << fc_last_error();
+  ASSERT_EQ(fc_backward_report_gradient_pass(r, 1), 0) << fc_backward_report_text(r);
+  ASSERT_EQ(fc_backward_report_set_repro(r, "replay('<dk>')"), FC_OK);
+  fc_location w;
+  ASSERT_EQ(fc_backward_report_gradient_worst(r, 1, &w), 1);
+  std::string page = fc_backward_report_html(r);
+  EXPECT_TRUE(holds(page.c_str(), "<title>flashcheck FAIL"));
+  EXPECT_LT(page.find("<h2>Forward verdict (o, lse)</h2>"), page.find("<h2 id=\"backward\">")) << page.substr(0, 2000);
+  EXPECT_TRUE(holds(page.c_str(), "data-gradient=\"dk\" data-pass=\"false\""));
+  EXPECT_TRUE(holds(page.c_str(), "data-gradient=\"dq\" data-pass=\"true\""));
+  EXPECT_TRUE(holds(page.c_str(), "key=" + std::to_string(w.row) + ", col=" + std::to_string(w.col)));
+  EXPECT_TRUE(holds(page.c_str(), "in kv-tile " + std::to_string(w.row / 8) + " (its key)")) << "the options' tiles";
+  EXPECT_TRUE(holds(page.c_str(), "<canvas id=\"grad-map-dk\">")) << "error_maps: the gradient's heatmap";
+  EXPECT_TRUE(holds(page.c_str(), "replay(&#39;&lt;dk&gt;&#39;)"));
+  EXPECT_TRUE(holds(fc_backward_report_text(r), "replay('<dk>')"));
+  fc_backward_report_free(r);
+
+  opt.error_maps = 0;  // no maps asked for: no canvas
+  ASSERT_EQ(fc_check_backward(&b.a, &b.t, &b.g, &opt, &r), FC_OK) << fc_last_error();
+  EXPECT_FALSE(holds(fc_backward_report_html(r), "grad-map-dk"));
+  fc_backward_report_free(r);
+
+  b.t.o = fc_tensor_view{};
+  b.t.lse = fc_tensor_view{};
+  opt.error_maps = 1;
+  ASSERT_EQ(fc_check_backward(&b.a, &b.t, &b.g, &opt, &r), FC_OK) << fc_last_error();
+  page = fc_backward_report_html(r);
+  EXPECT_TRUE(holds(page.c_str(), "<title>flashcheck FAIL"));
+  EXPECT_TRUE(holds(page.c_str(), "forward <span class=\"na\">not judged</span>")) << page.substr(0, 2000);
+  EXPECT_FALSE(holds(page.c_str(), "Forward verdict"));
+  EXPECT_TRUE(holds(page.c_str(), "<canvas id=\"grad-map-dk\">"));
+  EXPECT_TRUE(holds(page.c_str(), "(no reproducing command was given)"));
+  fc_backward_report_free(r);
+}
+
 // FlashAttention's packed layout: q, k, v and dq, dk, dv as interleaved views of one [B, S, 3, H, D]
 // buffer each. The gradients share a buffer but no element, which is no aliasing.
 TEST(CApiBackward, PackedGradientViewsAreNotAliasing) {

@@ -171,8 +171,10 @@ Capabilities caps_from(const fc_fuzz_options& o);
 CampaignOptions campaign_from(const fc_fuzz_options& o);
 // What a kept failure's report names as its reproduction (the CLI cannot run a callback).
 std::string case_repro(const Case& c);
-// Runs the campaign of `variant` and keeps its failures' reports, as fc_fuzz and fc_fuzz2 return it.
-std::unique_ptr<fc_campaign> run_callback_campaign(const Variant& variant, const fc_fuzz_options& o);
+// Runs the campaign of `variant` (through `runner`, else the forward's) and keeps its failures'
+// reports, as fc_fuzz and fc_fuzz2 return it.
+std::unique_ptr<fc_campaign> run_callback_campaign(const Variant& variant, const fc_fuzz_options& o,
+                                                   const CaseRunner* runner = nullptr);
 
 // Problem model 2 (capi/problem2.cpp): the C struct to the problem, validated (naming the field a
 // caller passed: cu_seqlens_q, ...), and back, its lengths written to `lengths`.

@@ -41,8 +41,11 @@ extern "C" {
  * every API 2 entry keeps its behaviour and its structs' API 2 layout. 4: fc_fuzz_options' declared
  * limits (equal_lengths, seq_multiple, nonfinite; fc_fuzz_options_init3), FC_DIST_NONFINITE, and
  * head_dims NULL meaning any head dim. 5: the backward pass (fc_gradients, fc_reference_backward,
- * fc_check_backward and its report); no struct of an earlier version changes. */
-#define FLASHCHECK_API_VERSION 5u
+ * fc_check_backward and its report); no struct of an earlier version changes. 6: backward fuzzing
+ * (fc_fuzz_options.backward with fc_fuzz_options_init4, fc_callback_d_out, fc_make_backward_inputs,
+ * fc_inputs_d_out) and the backward report's page (fc_backward_report_html, _set_repro); API 4-5
+ * callers' fc_fuzz_options keep their layout and meaning. */
+#define FLASHCHECK_API_VERSION 6u
 uint32_t fc_api_version(void);
 
 /* Status codes. */
@@ -355,13 +358,24 @@ typedef struct {
                                 * does (a NaN a row sees makes it NaN), and about one case in ten
                                 * carries one (FC_DIST_NONFINITE); 0: finite inputs only */
   int64_t seq_multiple;        /* every sequence length a multiple of this; default 1 */
+  /* API 6 (read only when struct_size covers it; fc_fuzz_options_init4). */
+  int32_t backward;            /* 1: the callback judges a backward pass on each case (fc_fuzz2 only; default 0).
+                                * The problems and case numbering stay the forward's; FC_DIST_NONFINITE's
+                                * value goes only where no masked pair meets it, as `flashcheck run
+                                * --backward` plants it (in q at a row that sees every key of its
+                                * sequence, in k or v only when every row sees every key, else nowhere:
+                                * a tile GEMM multiplies masked pairs, 0*Inf, where kernels may differ),
+                                * and the callback reads the case's dO with fc_callback_d_out. */
+  int32_t reserved_api6_padding; /* the struct's tail padding, named: never read */
 } fc_fuzz_options;
 /* API 2's fields only, struct_size = their size: what a binary built against API 2 calls. */
 void fc_fuzz_options_init(fc_fuzz_options* opt);
 /* API 3's fields (struct_size = their size): what a binary built against API 3 calls. */
 void fc_fuzz_options_init2(fc_fuzz_options* opt);
-/* Every field of this header's fc_fuzz_options (since API 4). */
+/* API 4's fields (struct_size = their size): what a binary built against API 4 or 5 calls. */
 void fc_fuzz_options_init3(fc_fuzz_options* opt);
+/* Every field of this header's fc_fuzz_options (since API 6). */
+void fc_fuzz_options_init4(fc_fuzz_options* opt);
 
 /* A drawn case: the problem (scale NaN when it is the default), the input distribution and seed
  * (fc_make_inputs rebuilds the inputs). */
@@ -464,7 +478,8 @@ typedef struct fc_backward_report fc_backward_report;
  * rows without keys and keys no row sees, cosine, baseline-relative error against same-dtype
  * FlashAttention-2 backward replicas). t->o (and t->lse), the forward output the kernel's backward
  * was given, is judged as fc_check2 judges it, reported apart; absent: no forward verdict. opt: as
- * fc_check2's (NULL: defaults); allow_nonfinite_inputs covers dO too. Bad input is FC_ERR_INVALID
+ * fc_check2's (NULL: defaults); allow_nonfinite_inputs covers dO too, error_maps and the tiles
+ * serve the gradients as well (since API 6). Bad input is FC_ERR_INVALID
  * naming the view: dO or a gradient of the wrong shape or dtype, a gradient sharing memory with q,
  * k, v, o, lse, dO, a side tensor or another gradient (packed dqkv views that interleave without
  * sharing an element are fine); FC_ERR_CANNOT_TEST for NaN/Inf in q, k, v or dO unless allowed, and
@@ -492,6 +507,36 @@ const char* fc_backward_report_text(const fc_backward_report* r); /* the backwar
 const char* fc_backward_report_json(const fc_backward_report* r); /* {"pass", "backward", "forward" (or null)} */
 fc_status fc_backward_report_problem2(const fc_backward_report* r, fc_attention2* out);
 void fc_backward_report_free(fc_backward_report* r);
+
+/* ---- Fuzzing a backward pass (API 6) ---- */
+
+/* A campaign of fc_fuzz2 with fc_fuzz_options.backward = 1: the callback runs its kernel's backward
+ * on the case's inputs and dO, judges the gradients itself (fc_check_backward) and returns nonzero
+ * when they fail, so the case fails and shrinks as a wrong output does; the o (and lse) it writes
+ * are judged as in any fc_fuzz2 case. fc_fuzz refuses the option (its callback has no dO to read).
+ *
+ * From inside such a callback: the case's dO in *out, a read-only view valid until the callback
+ * returns: o's shape in the problem's layout, contiguous, in o's dtype. It is drawn from the case's
+ * input seed by the one generator `flashcheck run --backward` and the goldens' golden_do use
+ * (reference/inputs.h: make_d_out, N(0,1) rounded to o's dtype), so a case has one dO wherever it
+ * is drawn. Rows no query maps to (FC_THD padding) hold NaN. FC_ERR_INVALID outside the callback of
+ * a backward campaign. */
+fc_status fc_callback_d_out(fc_tensor_view* out);
+/* fc_make_inputs2 for a backward campaign's case: the inputs fc_fuzz2 hands its callback for
+ * (problem, dist, seed), FC_DIST_NONFINITE's value placed as fc_fuzz_options.backward says, and
+ * the case's dO (fc_inputs_d_out). */
+fc_status fc_make_backward_inputs(const fc_attention2* p, int32_t dist, uint64_t seed, fc_inputs** out);
+/* The dO of a handle made by fc_make_backward_inputs, as fc_callback_d_out gives it (valid until
+ * fc_inputs_free); FC_ERR_INVALID for a handle of fc_make_inputs2, which draws none. */
+fc_status fc_inputs_d_out(const fc_inputs* in, fc_tensor_view* out);
+
+/* One self-contained HTML page of a backward report, as `flashcheck check --html` draws a file with
+ * gradients: the forward's sections when o was judged (else a line saying it was not), then each
+ * gradient's criteria, worst element with its tiles and, when fc_check_options.error_maps was set,
+ * a heatmap of its worst head. */
+const char* fc_backward_report_html(const fc_backward_report* r);
+/* Sets the command the page, the text and the forward's report name as the reproduction. */
+fc_status fc_backward_report_set_repro(fc_backward_report* r, const char* command);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,11 @@
 // callback the strided views and side tensors a kernel would get. Should the campaign never draw a
 // variant the options allow, or draw it only where the callback is refused, fc_fuzz2 refuses the
 // options (unserved_variants), never pretending to test it.
+//
+// A backward campaign (fc_fuzz_options.backward) runs the forward's cases with the backward's
+// planting of non-finite inputs, and lends each callback its case's dO (fc_callback_d_out): the
+// runner's Variant sees a problem, not a case, so the campaign's runner tells the variant which case
+// it runs, and the variant draws dO from that case's seed with make_d_out, as `run --backward` does.
 #include <functional>
 #include <optional>
 #include <string>
@@ -13,33 +18,78 @@
 
 #include "capi/capi_internal.h"
 #include "capi/flashcheck.h"
+#include "capi/views2.h"
 #include "runner/campaign.h"
 #include "runner/registry.h"
 
 namespace flashcheck::capi {
 namespace {
 
+// What fc_callback_d_out hands out during a backward campaign's callback (null otherwise).
+thread_local const fc_tensor_view* g_callback_d_out = nullptr;
+
 class CallbackVariant2 final : public Variant {
  public:
-  CallbackVariant2(std::string name, Capabilities caps, fc_kernel_callback2 fn, void* user)
-      : name_(std::move(name)), caps_(std::move(caps)), fn_(fn), user_(user) {}
+  CallbackVariant2(std::string name, Capabilities caps, fc_kernel_callback2 fn, void* user, bool backward)
+      : name_(std::move(name)), caps_(std::move(caps)), fn_(fn), user_(user), backward_(backward) {}
   std::string name() const override { return name_; }
   const Capabilities& caps() const override { return caps_; }
 
-  // One call of the callback on the runner's arguments: the problem struct and a view of every buffer.
+  // One call of the callback on the runner's arguments: the problem struct and a view of every
+  // buffer (and, in a backward campaign, the case's dO for fc_callback_d_out).
   void forward(const Problem& p, const KernelArgs& args) const override {
     std::vector<int32_t> lengths;
     const fc_attention2 c = problem_to_c(p, true, lengths);
     const fc_tensors t = views_of(p, args);
+    std::vector<uint8_t> d_out_bytes;
+    fc_tensor_view d_out{};
+    if (backward_) {
+      if (!running_ || !(running_->problem == p))
+        throw std::logic_error("a backward campaign ran a problem that is not its case's: no seed for its dO");
+      d_out = d_out_view(p, t, make_d_out(p, running_->seed), d_out_bytes);
+    }
+    struct Lent {  // the view is the callback's alone, and only while it runs
+      explicit Lent(const fc_tensor_view* v) { g_callback_d_out = v; }
+      ~Lent() { g_callback_d_out = nullptr; }
+    } lent(backward_ ? &d_out : nullptr);
     g_callback_error.clear();
     raise_callback_status(fn_(user_, &c, &t), name_);
   }
 
+  // The runner of a backward campaign: the forward's cases, non-finite inputs planted for a
+  // backward, each case made known to forward() while it runs (shrinking's and re-runs' too).
+  CaseRunner backward_runner(const CampaignOptions& opt) const {
+    CaseRunner r = forward_runner(*this, opt, /*backward_inputs=*/true);
+    r.run = [this, run = r.run](const Case& c, KernelWorker* worker, const WaitingFn& waiting, bool maps) {
+      struct Running {
+        const CallbackVariant2& v;
+        Running(const CallbackVariant2& v, const Case& c) : v(v) { v.running_ = &c; }
+        ~Running() { v.running_ = nullptr; }
+      } running(*this, c);
+      return run(c, worker, waiting, maps);
+    };
+    return r;
+  }
+
  private:
+  // dO (logical rows) laid out as the runner staged o, in o's dtype: the storage of the callback's
+  // own o view, NaN where no row maps (THD padding).
+  static fc_tensor_view d_out_view(const Problem& p, const fc_tensors& t, const std::vector<float>& d_out,
+                                   std::vector<uint8_t>& bytes) {
+    Inputs in;
+    const Placement pl = place_all(p, t, &t.o, from_dtype(p.o_dtype()), nullptr, FC_F32, in);
+    encode_stored(*pl.qside, Tensor::o, p.o_dtype(), d_out, bytes);
+    fc_tensor_view v = t.o;
+    v.data = bytes.data();
+    return v;
+  }
+
   std::string name_;
   Capabilities caps_;
   fc_kernel_callback2 fn_;
   void* user_;
+  bool backward_;
+  mutable const Case* running_ = nullptr;  // the case a backward campaign runs now
 };
 
 // The variants a campaign allows (the variant's caps) that it would never hand the callback: not
@@ -141,7 +191,7 @@ fc_status fc_fuzz2(fc_kernel_callback2 kernel, void* user, const fc_fuzz_options
     need(reinterpret_cast<const void*>(kernel), "kernel");
     const fc_fuzz_options o = read_fuzz_options(opt);
     const std::string name = printable_line(o.name && *o.name ? o.name : "kernel");
-    const CallbackVariant2 variant(name, caps_from(o), kernel, user);
+    const CallbackVariant2 variant(name, caps_from(o), kernel, user, o.backward != 0);
     const std::vector<std::string> missing = unserved_variants(variant, o);
     if (!missing.empty()) {
       std::string list;
@@ -150,9 +200,20 @@ fc_status fc_fuzz2(fc_kernel_callback2 kernel, void* user, const fc_fuzz_options
                        "(its generators do not draw them yet, the other options exclude them, or its runner cannot stage "
                        "them): refusing rather than fuzzing without them");
     }
-    auto c = run_callback_campaign(variant, o);
+    const CaseRunner backward = variant.backward_runner(campaign_from(o));
+    auto c = run_callback_campaign(variant, o, o.backward ? &backward : nullptr);
     c->failure_lengths.resize(c->failures.size());
     *out = c.release();
+  });
+}
+
+fc_status fc_callback_d_out(fc_tensor_view* out) {
+  return guarded([&] {
+    need(out, "out");
+    if (!g_callback_d_out)
+      throw InvalidArgument("fc_callback_d_out is called from inside the callback of a backward campaign "
+                            "(fc_fuzz2 with fc_fuzz_options.backward = 1) only");
+    *out = *g_callback_d_out;
   });
 }
 

@@ -29,6 +29,8 @@ struct fc_inputs {
   std::vector<uint8_t> q, k, v;  // encoded, in the problem's storage
   flashcheck::Inputs sides;      // the side tensors (its q, k, v empty)
   fc_tensors tensors{};
+  std::vector<uint8_t> d_out;    // fc_make_backward_inputs': dO as o is stored
+  fc_tensor_view d_out_view{};   // absent for fc_make_inputs2's
 };
 
 namespace flashcheck::capi {
@@ -354,6 +356,13 @@ fc_tensor_view contiguous_view(void* data, int32_t dtype, std::vector<int64_t> s
 }
 
 
+void encode_stored(const Storage& st, Tensor t, DType d, const std::vector<float>& logical, std::vector<uint8_t>& bytes) {
+  std::vector<float> s(static_cast<size_t>(st.elems(t)), std::numeric_limits<float>::quiet_NaN());
+  st.scatter(t, logical.data(), s.data());
+  bytes.resize(s.size() * static_cast<size_t>(dtype_bytes(d)));
+  encode(d, s.data(), static_cast<int64_t>(s.size()), bytes.data());
+}
+
 // The side tensors a problem needs as views of `in`'s vectors (shared by fc_make_inputs2 and the
 // fuzz callback's arguments).
 void side_views(const Problem& p, const Inputs& in, fc_tensors& t) {
@@ -429,6 +438,34 @@ fc_tensors views_of(const Problem& p, const KernelArgs& a) {
   return t;
 }
 
+// fc_make_inputs2 and fc_make_backward_inputs: the case's inputs (placed for a backward with
+// `backward`, and its dO beside them) in the problem's own storage.
+fc_status make_inputs_handle(const fc_attention2* pa, int32_t dist, uint64_t seed, bool backward, fc_inputs** out) {
+  return guarded([&] {
+    need(out, "out");
+    *out = nullptr;
+    auto h = std::make_unique<fc_inputs>();
+    h->problem = problem_from_c(pa);
+    const Problem& p = h->problem;
+    Inputs in = make_inputs(p, seed, to_dist(dist), backward);
+    const Storage st(p, in);
+    auto stored = [&](Tensor t, DType d, const std::vector<float>& logical, std::vector<uint8_t>& bytes) {
+      encode_stored(st, t, d, logical, bytes);
+      return contiguous_view(bytes.data(), from_dtype(d), st.shape(t));
+    };
+    fc_tensors_init(&h->tensors);
+    h->tensors.q = stored(Tensor::q, p.dtype, in.q, h->q);
+    h->tensors.k = stored(Tensor::k, p.dtype, in.k, h->k);
+    h->tensors.v = stored(Tensor::v, p.dtype, in.v, h->v);
+    if (backward) h->d_out_view = stored(Tensor::o, p.o_dtype(), make_d_out(p, seed), h->d_out);
+    in.q.clear(), in.k.clear(), in.v.clear();
+    h->sides = std::move(in);
+    side_views(p, h->sides, h->tensors);
+    h->attention = problem_to_c(p, false, h->lengths);
+    *out = h.release();
+  });
+}
+
 }  // namespace flashcheck::capi
 
 using namespace flashcheck;
@@ -485,31 +522,20 @@ fc_status fc_reference(const fc_attention2* pa, const fc_tensors* tin, const fc_
 }
 
 fc_status fc_make_inputs2(const fc_attention2* pa, int32_t dist, uint64_t seed, fc_inputs** out) {
+  return make_inputs_handle(pa, dist, seed, false, out);
+}
+
+fc_status fc_make_backward_inputs(const fc_attention2* pa, int32_t dist, uint64_t seed, fc_inputs** out) {
+  return make_inputs_handle(pa, dist, seed, true, out);
+}
+
+fc_status fc_inputs_d_out(const fc_inputs* in, fc_tensor_view* out) {
   return guarded([&] {
+    need(in, "inputs");
     need(out, "out");
-    *out = nullptr;
-    auto h = std::make_unique<fc_inputs>();
-    h->problem = problem_from_c(pa);
-    const Problem& p = h->problem;
-    Inputs in = make_inputs(p, seed, to_dist(dist));
-    const Storage st(p, in);
-    // Encoded storage: elements no logical row maps to (a paged cache's unused slots) hold NaN.
-    auto stored = [&](Tensor t, const std::vector<float>& logical, std::vector<uint8_t>& bytes) {
-      std::vector<float> s(static_cast<size_t>(st.elems(t)), std::numeric_limits<float>::quiet_NaN());
-      st.scatter(t, logical.data(), s.data());
-      bytes.resize(s.size() * static_cast<size_t>(dtype_bytes(p.dtype)));
-      encode(p.dtype, s.data(), static_cast<int64_t>(s.size()), bytes.data());
-      return contiguous_view(bytes.data(), from_dtype(p.dtype), st.shape(t));
-    };
-    fc_tensors_init(&h->tensors);
-    h->tensors.q = stored(Tensor::q, in.q, h->q);
-    h->tensors.k = stored(Tensor::k, in.k, h->k);
-    h->tensors.v = stored(Tensor::v, in.v, h->v);
-    in.q.clear(), in.k.clear(), in.v.clear();
-    h->sides = std::move(in);
-    side_views(p, h->sides, h->tensors);
-    h->attention = problem_to_c(p, false, h->lengths);
-    *out = h.release();
+    if (!present(in->d_out_view))
+      throw InvalidArgument("these inputs hold no dO: fc_make_backward_inputs draws it, fc_make_inputs2 does not");
+    *out = in->d_out_view;
   });
 }
 

@@ -86,4 +86,8 @@ Report judge_views(const Problem& p, const fc_tensors& t, const Placement& pl, c
 
 fc_tensor_view contiguous_view(void* data, int32_t dtype, std::vector<int64_t> shape);
 
+// Tensor t's logical rows (values exact in d) encoded into `bytes` as storage st lays t out (its
+// elems(t) elements), NaN wherever no row maps (THD padding, a paged cache's unused slots).
+void encode_stored(const Storage& st, Tensor t, DType d, const std::vector<float>& logical, std::vector<uint8_t>& bytes);
+
 }  // namespace flashcheck::capi

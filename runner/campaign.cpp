@@ -229,12 +229,12 @@ std::string to_text(const CaseOutcome& o, bool repro) {
   return t;
 }
 
-CaseRunner forward_runner(const Variant& v, const CampaignOptions& opt) {
+CaseRunner forward_runner(const Variant& v, const CampaignOptions& opt, bool backward_inputs) {
   CaseRunner r;
   r.space = v.caps();
-  r.run = [&v, max_rows = opt.max_rows, plugin = opt.plugin, oracle = opt.oracle](const Case& c, KernelWorker* worker,
-                                                                                    const WaitingFn& waiting, bool maps) {
-    return run_case(v, c, max_rows, plugin, worker, waiting, maps, oracle);
+  r.run = [&v, max_rows = opt.max_rows, plugin = opt.plugin, oracle = opt.oracle, backward_inputs](
+              const Case& c, KernelWorker* worker, const WaitingFn& waiting, bool maps) {
+    return run_case(v, c, max_rows, plugin, worker, waiting, maps, oracle, backward_inputs);
   };
   return r;
 }
@@ -288,7 +288,7 @@ std::optional<HarnessResult> run_in_process(const std::function<HarnessResult()>
 }
 
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,
-                     const WaitingFn& waiting, bool maps_on_failure, OracleChoice oracle) {
+                     const WaitingFn& waiting, bool maps_on_failure, OracleChoice oracle, bool backward_inputs) {
   CaseOutcome out;
   out.c = c;
   const Problem& p = c.problem;
@@ -300,7 +300,7 @@ CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const st
     out.report.repro = repro_command(v.name(), c, plugin);
   };
   if (ended_by_supports(supports_of(v, p, worker), out, unjudged)) return out;
-  const Inputs in = make_inputs(p, c.seed, c.dist);
+  const Inputs in = make_inputs(p, c.seed, c.dist, backward_inputs);
   HarnessResult h;
   double kernel_seconds = 0;
   if (worker) {

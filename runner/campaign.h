@@ -199,7 +199,9 @@ struct CaseRunner {
   bool backward = false;  // reproduce lines carry --backward
 };
 // The forward's: run_case with the campaign's options, over the kernel's capabilities.
-CaseRunner forward_runner(const Variant& v, const CampaignOptions& opt);
+// backward_inputs: Dist::nonfinite's value is planted where a backward agrees too (make_inputs'
+// `backward`): for a caller that judges a backward on the forward's cases (the C API's backward fuzz).
+CaseRunner forward_runner(const Variant& v, const CampaignOptions& opt, bool backward_inputs = false);
 
 // Whether the variant takes p: asked of `worker` when given (a plugin's supports() runs only
 // there, where a crash or hang is a verdict), else of the variant in this process.
@@ -221,10 +223,10 @@ std::optional<HarnessResult> run_in_process(const std::function<HarnessResult()>
 // the harness (in `worker`'s process when given), verdict. A passing case teaches the worker's
 // time limit how long the kernel takes.
 // maps_on_failure: a failing case's report also carries the error maps of the HTML page, judged
-// from the same output (the kernel does not run again).
+// from the same output (the kernel does not run again). backward_inputs: as forward_runner's.
 CaseOutcome run_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "",
                      KernelWorker* worker = nullptr, const WaitingFn& waiting = {}, bool maps_on_failure = false,
-                     OracleChoice oracle = OracleChoice::automatic);
+                     OracleChoice oracle = OracleChoice::automatic, bool backward_inputs = false);
 // The problem space a variant declares, within the campaign's limits.
 ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt);
 // Case number `index` of the campaign (the same on every machine for the same seed). Every

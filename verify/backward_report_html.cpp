@@ -77,7 +77,7 @@ BackwardHtml backward_html(const BackwardReport& r) {
   std::ostringstream h;
   h << "<h2 id=\"backward\">Backward verdict (gradients): " << backward_verdict_html(r) << "</h2>\n"
     << "<p>Each gradient of the loss &Sigma; dO&middot;O judged on its own against the fp64 backward oracle for the "
-       "file's dO, over every row (the backward oracle does not sample); the baseline is the worse of two same-dtype "
+       "dO it was given, over every row (the backward oracle does not sample); the baseline is the worse of two same-dtype "
        "FlashAttention-2 backward replicas.</p>\n";
   bool any_map = false;
   for (const GradientVerdict& g : r.gradients) any_map = any_map || g.map;

@@ -171,5 +171,31 @@ TEST(BackwardHtml, LoadsInHeadlessChromiumAndNeverSaysOkPastALimit) {
   EXPECT_EQ(fails, r.failed().size());
 }
 
+// Gradients judged without a forward output: the page holds their part alone, says the forward was
+// not judged (never PASS), and renders in Chromium without a script error, every map drawn.
+TEST(BackwardHtml, APageWithoutAForwardSaysSoAndLoads) {
+  const Planted c("dq");
+  BackwardReport r = c.judged();
+  r.repro = "flashcheck.replay(fn, 'b=1 ...', backward='gradients')";
+  const std::string page = to_html(r);
+  EXPECT_NE(page.find("<title>flashcheck FAIL"), std::string::npos);
+  EXPECT_NE(page.find("forward <span class=\"na\">not judged</span>"), std::string::npos);
+  EXPECT_EQ(page.find("Forward verdict"), std::string::npos);
+  EXPECT_EQ(page.find("forward <span class=\"pass\">"), std::string::npos);
+  EXPECT_NE(page.find("flashcheck.replay(fn, &#39;b=1 ...&#39;, backward=&#39;gradients&#39;)"), std::string::npos);
+  EXPECT_NE(part(page, "id=\"grad-dq\"", "id=\"grad-dk\"").find("data-pass=\"false\""), std::string::npos);
+  const auto dir = std::filesystem::temp_directory_path() / ("fc_bwd_only_html_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "page.html") << page;
+  const auto dom = flashcheck::testing::dump_dom(dir / "page.html");
+  std::filesystem::remove_all(dir);
+  if (!dom) GTEST_SKIP() << "chromium is not installed (apt-get install chromium; .ci/run installs it): page not rendered";
+  const auto attrs = flashcheck::testing::html_attributes(*dom);
+  EXPECT_EQ(attrs.count("data-script-error"), 0u) << attrs.at("data-script-error");
+  ASSERT_EQ(attrs.count("data-drawn-backward"), 1u);
+  EXPECT_EQ(attrs.at("data-drawn-backward"), "dq,dk,dv");
+  EXPECT_GE(std::atoll(attrs.at("data-colours-grad-map-dq").c_str()), 2);
+}
+
 }  // namespace
 }  // namespace flashcheck

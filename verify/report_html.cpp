@@ -302,19 +302,28 @@ const char* kScript = R"JS(
 })();
 )JS";
 
+// The page's head, up to its <h1> (the verdict and the problem).
+void page_head(std::ostream& h, bool pass, const Problem& p) {
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    // Before anything else: any script error lands on <html>, where a headless check can read it.
+    << "<script>window.onerror = function (msg, src, line) { document.documentElement.setAttribute('data-script-error', "
+       "String(msg) + ' (line ' + line + ')'); };</script>\n"
+    << "<title>flashcheck " << (pass ? "PASS" : "FAIL") << ": " << escape(to_string(p)) << "</title>\n"
+    << "<style>" << kStyle << "</style></head><body>\n";
+  h << "<h1><span class=\"" << (pass ? "pass\">PASS" : "fail\">FAIL") << "</span> " << escape(to_string(p)) << "</h1>\n";
+}
+
+void reproduce_section(std::ostream& h, const std::string& repro) {
+  h << "<h2>Reproduce</h2>\n<pre>" << (repro.empty() ? "(no reproducing command was given)" : escape(repro)) << "</pre>\n";
+}
+
 }  // namespace
 
 std::string to_html(const Report& r, const BackwardReport* backward) {
   std::ostringstream h;
   const bool pass = r.pass() && (!backward || backward->pass());
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-    // Before anything else: any script error lands on <html>, where a headless check can read it.
-    << "<script>window.onerror = function (msg, src, line) { document.documentElement.setAttribute('data-script-error', "
-       "String(msg) + ' (line ' + line + ')'); };</script>\n"
-    << "<title>flashcheck " << (pass ? "PASS" : "FAIL") << ": " << escape(to_string(r.problem)) << "</title>\n"
-    << "<style>" << kStyle << "</style></head><body>\n";
-  h << "<h1><span class=\"" << (pass ? "pass\">PASS" : "fail\">FAIL") << "</span> " << escape(to_string(r.problem))
-    << "</h1>\n<p>Rows checked per (b,h): " << r.rows_checked << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements
+  page_head(h, pass, r.problem);
+  h << "<p>Rows checked per (b,h): " << r.rows_checked << (r.sampled ? " (sampled)" : "") << ", elements: " << r.elements
     << ".</p>\n";
   if (backward)
     h << "<p id=\"verdicts\">forward <span class=\"" << (r.pass() ? "pass\">PASS" : "fail\">FAIL") << "</span>, backward "
@@ -341,7 +350,7 @@ std::string to_html(const Report& r, const BackwardReport* backward) {
       << ") kernel=" << num(w.kernel) << " oracle=" << num(w.oracle) << " in q-tile " << w.q_tile << ", kv-tile " << w.kv_tile
       << " (the row's last visible key).</p>\n";
   }
-  h << "<h2>Reproduce</h2>\n<pre>" << (r.repro.empty() ? "(no reproducing command was given)" : escape(r.repro)) << "</pre>\n";
+  reproduce_section(h, r.repro);
 
   if (r.maps) {
     const ErrorMaps& m = *r.maps;
@@ -385,6 +394,17 @@ std::string to_html(const Report& r, const BackwardReport* backward) {
   const BackwardHtml b = backward ? backward_html(*backward) : BackwardHtml{};
   h << b.body << "<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"fc-data\">" << json << "</script>\n<script>"
     << kHeatmapScript << "</script>\n<script>" << kScript << "</script>\n" << b.script << "</body></html>\n";
+  return h.str();
+}
+
+std::string to_html(const BackwardReport& backward) {
+  std::ostringstream h;
+  page_head(h, backward.pass(), backward.problem);
+  h << "<p id=\"verdicts\">forward <span class=\"na\">not judged</span> (no output was given with the gradients), "
+       "backward " << backward_verdict_html(backward) << ".</p>\n";
+  reproduce_section(h, backward.repro);
+  const BackwardHtml b = backward_html(backward);
+  h << b.body << "<div id=\"tip\"></div>\n<script>" << kHeatmapScript << "</script>\n" << b.script << "</body></html>\n";
   return h.str();
 }
 

@@ -15,6 +15,9 @@ namespace flashcheck {
 // With `backward` (a file with gradients, verify/check_file.h), the page also holds the backward
 // verdict apart from the forward's (verify/backward_report_html.h), and its headline is the file's.
 std::string to_html(const Report& r, const BackwardReport* backward = nullptr);
+// The page of gradients judged without a forward output (the C API's and Python's check_backward
+// with o absent): the backward's part alone, and a line saying the forward was not judged.
+std::string to_html(const BackwardReport& backward);
 // Text made safe for HTML element content and attribute values (& < > " ').
 std::string html_escape(const std::string& s);
 // Writes to_html(r) to path; throws CannotTest naming the path when it cannot be written.

@@ -495,20 +495,33 @@ def make_case(problem, dist="normal", seed=0, *, backend="numpy", device=None):
     on `device`; a paged cache's slots no sequence uses hold NaN), and a copy of the problem with
     the side tensors it needs set (alibi_slopes, sinks, descales, cu_seqlens_q/k, seqused_k,
     block_table, cache_seqlens) in the same backend. What fuzz handed the kernel for that case."""
+    return draw_case(problem, dist, seed, backend, device, backward=False)[:4]
+
+
+def draw_case(problem, dist, seed, backend, device, backward):
+    """make_case's (q, k, v, problem) and dO: None, or with `backward` the case's dO (o's shape and
+    dtype), its inputs then drawn as a backward campaign's (fc_make_backward_inputs)."""
     p = _as_problem(problem)
     if dist not in _lib.DISTS:
         raise ValueError(f"dist must be one of {_lib.DISTS}, got {dist!r}")
     backend, device = resolve_backend(backend, device)
     a, keep = p._to_c2()
     handle = ctypes.c_void_p()
-    _lib.ok(_lib.lib().fc_make_inputs2(ctypes.byref(a), _lib.DISTS.index(dist), whole("seed", seed, 0, UINT64_MAX),
-                                       ctypes.byref(handle)), "make_inputs")
+    make = _lib.lib().fc_make_backward_inputs if backward else _lib.lib().fc_make_inputs2
+    _lib.ok(make(ctypes.byref(a), _lib.DISTS.index(dist), whole("seed", seed, 0, UINT64_MAX), ctypes.byref(handle)),
+            "make_inputs")
     owner = _Inputs(handle.value)
     got, tensors = _lib.init(_lib.Attention2), _lib.init(_lib.Tensors)
     _lib.ok(_lib.lib().fc_inputs_get(owner.handle, ctypes.byref(got), ctypes.byref(tensors)), "make_inputs")
     q, k, v = (from_bits(np.array(array_view(getattr(tensors, n), NUMPY_DTYPES[p.dtype])), p.dtype, backend, device)
                for n in ("q", "k", "v"))
-    return q, k, v, with_side_tensors(Problem._from_c2(got), got, tensors, backend, device)
+    drawn = with_side_tensors(Problem._from_c2(got), got, tensors, backend, device)
+    do = None
+    if backward:
+        view = _lib.TensorView()
+        _lib.ok(_lib.lib().fc_inputs_d_out(owner.handle, ctypes.byref(view)), "make_inputs")
+        do = from_bits(np.array(array_view(view, NUMPY_DTYPES[drawn.out_dtype])), drawn.out_dtype, backend, device)
+    return q, k, v, drawn, do
 
 
 def with_side_tensors(p, a, tensors, backend, device):

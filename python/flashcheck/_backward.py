@@ -5,6 +5,7 @@ forward's own argument handling (_args.build): the keywords, layouts and variant
 import collections
 import ctypes
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -86,6 +87,18 @@ class BackwardReport:
     def __repr__(self):
         verdict = "PASS" if self else "FAIL " + ",".join(self.failed)
         return f"<flashcheck.BackwardReport {verdict}: {self.problem.line}>"
+
+    def html(self):
+        """One self-contained HTML page: the forward's sections when o was judged (else a line saying it
+        was not), then each gradient's criteria, worst element and tiles, and its heatmap when the check
+        computed error maps (check_backward(..., html=...))."""
+        return _lib.lib().fc_backward_report_html(self._h).decode(errors="replace")
+
+    def save_html(self, path):
+        Path(path).write_text(self.html(), encoding="utf-8")
+
+    def _set_repro(self, line):
+        _lib.ok(_lib.lib().fc_backward_report_set_repro(self._h, line.encode(errors="replace")), "report")
 
 
 def _require_shape(x, name, like, like_name):
@@ -176,7 +189,7 @@ def check_backward(q, k, v, o, lse, do, dq, dk, dv, *, dsinks=None, causal="none
                    cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, block_table=None,
                    cache_seqlens=None, descale_q=None, descale_k=None, descale_v=None, layout="bhsd", dtype=None,
                    lse_base="e", empty_row_lse="-inf", alibi_lse="exact", max_rows=4096, tile_q=128, tile_kv=128,
-                   allow_nonfinite_inputs=False):
+                   allow_nonfinite_inputs=False, html=None):
     """Judges a backward kernel's gradients dq, dk, dv (and dsinks) for inputs q, k, v and output
     gradient do against flashcheck's fp64 backward oracle, per gradient: unwritten (poison), NaN/Inf
     positions, exact zeros (rows that see no key, keys no row sees), cosine and rel_l2, and the
@@ -191,6 +204,7 @@ def check_backward(q, k, v, o, lse, do, dq, dk, dv, *, dsinks=None, causal="none
     sharing memory with q, k, v, o, lse, do, a side tensor or another gradient is refused (views that
     interleave in one packed buffer without sharing an element are not aliasing). A paged cache whose
     sequences share a slot is refused (FlashcheckError) until the criteria judge summed slots.
+    html: a path to also write the HTML page, with each gradient's heatmap (report.html() gives it).
     The other keywords are check()'s. Returns a BackwardReport: bool() is the verdict, .gradients the
     per-gradient verdicts, .forward the forward's Report (or None), .failed the failed criteria.
     """
@@ -236,10 +250,14 @@ def check_backward(q, k, v, o, lse, do, dq, dk, dv, *, dsinks=None, causal="none
     opt.max_rows = _api.whole("max_rows", max_rows)
     opt.tile_q, opt.tile_kv = _api.whole("tile_q", tile_q), _api.whole("tile_kv", tile_kv)
     opt.allow_nonfinite_inputs = int(bool(allow_nonfinite_inputs))
+    opt.error_maps = int(html is not None)
     handle = ctypes.c_void_p()
     _lib.ok(_lib.lib().fc_check_backward(ctypes.byref(call.problem), ctypes.byref(call.tensors), ctypes.byref(grads),
                                          ctypes.byref(opt), ctypes.byref(handle)), "flashcheck.check_backward")
-    return BackwardReport(handle.value)
+    report = BackwardReport(handle.value)
+    if html is not None:
+        report.save_html(html)
+    return report
 
 
 def reference_backward(q, k, v, do, *, causal="none", scale=None, window=None, window_size=None, softcap=0.0,

@@ -11,7 +11,7 @@ import numpy as np
 from . import _lib
 from ._api import (UINT64_MAX, Problem, Report, deliver, finite, make_case, resolve_backend, split_output, whole,
                    with_side_tensors)
-from ._api import check as _check
+from ._replay import _to_bshd, replay
 from ._tensors import NUMPY_DTYPES, array_view, to_bits
 
 
@@ -144,13 +144,6 @@ def _write_output(x, kind, view, layout, name, p):
         dst[...] = a
 
 
-def _to_bshd(x):
-    """A plain problem's [B, H, S, D] input as the [B, S, H, D] tensor fuzz(layout="bshd") hands."""
-    if isinstance(x, np.ndarray):
-        return np.ascontiguousarray(x.transpose(0, 2, 1, 3))
-    return x.transpose(1, 2).contiguous()
-
-
 # The fuzz keywords that declare problem model 2's variants, as fc_fuzz_options fields.
 def _variant_options(opt, windows, softcap, alibi, alibi_per_batch, sinks, layouts, seqused, paged, page_sizes,
                      out_dtypes, descales, alibi_lse):
@@ -239,9 +232,12 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     tested).
 
     backward: fuzz a backward kernel instead; each case's gradients are judged by check_backward
-    against the fp64 backward oracle, for a dO drawn per case (standard normal in o's dtype and
-    layout, its seed hashed from the problem and the inputs, so a replay draws it again), and a
-    failure shrinks as a forward's does. backward="gradients": kernel(q, k, v, do, problem) returns
+    against the fp64 backward oracle, for the case's dO (standard normal in o's dtype and layout,
+    drawn from the case's seed as `flashcheck run --backward` and the goldens draw it, so a replay
+    draws it again: make_backward_case), and a failure shrinks as a forward's does. A non-finite
+    input (dist "nonfinite") goes only where every correct backward agrees with the oracle, as
+    `flashcheck run --backward` places it: in q at a row that sees every key, in k or v only when
+    no pair of its sequence is masked (a tile GEMM multiplies masked pairs, 0*Inf), else nowhere. backward="gradients": kernel(q, k, v, do, problem) returns
     (dq, dk, dv), or (o, lse, dq, dk, dv) with its forward output (lse may be None), with dsinks
     appended when it computes the sinks' gradient; gradients in q's, k's and v's shapes and layout
     and the inputs' dtype (fp8: o's). backward="autograd" (backend="torch"): kernel(q, k, v,
@@ -251,9 +247,9 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     "gradients" for one of 5. A returned o is judged as the forward's, reported beside the
     gradients; without one the forward is not judged (the campaign is handed the oracle's rounded O:
     see BackwardKernel). Each failure's report is a BackwardReport (which gradient failed, its worst
-    element, the forward apart); replay(kernel, ..., backward=...) reproduces it. A paged cache whose
-    sequences share pages is declined (check_backward does not judge summed slots yet); html_dir is
-    refused (no backward page yet).
+    element, the forward apart); replay(kernel, ..., backward=...) reproduces it; html_dir gets its
+    page (the gradients' verdicts and heatmaps, the forward's when fn returned o). A paged cache whose
+    sequences share pages is declined (check_backward does not judge summed slots yet).
     """
     backend, device = resolve_backend(backend, device)
     name = name or getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or "kernel"
@@ -262,8 +258,6 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         from . import _fuzz_backward as fb
 
         mode = fb.resolve_mode(kernel, backward, backend)
-        if html_dir is not None:
-            raise ValueError("html_dir: a backward failure has no HTML page yet (its report is text and JSON)")
         if mode == "autograd" and dtypes is not None and any(d in ("e4m3", "e5m2") for d in
                                                              ((dtypes,) if isinstance(dtypes, str) else dtypes)):
             raise ValueError("dtypes: torch cannot differentiate fp8 tensors, so backward='autograd' takes f32, f16, bf16")
@@ -302,6 +296,7 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
     opt.dv_ne_dqk, opt.gqa = int(bool(dv_ne_dqk)), int(bool(gqa) and not mha_only)
     opt.equal_lengths, opt.nonfinite = int(bool(equal_lengths)), int(bool(nonfinite))
     opt.seq_multiple = whole("seq_multiple", seq_multiple)
+    opt.backward = int(mode is not None)  # the backward's placement of non-finite inputs, and dO per case
     opt.empty_row_lse = _lib.EMPTY_ROW_LSE[empty_row_lse]
     opt.tile_q, opt.tile_kv = whole("tile_q", tile_q), whole("tile_kv", tile_kv)
     opt.shrink, opt.fail_fast, opt.max_failures = int(bool(shrink)), int(bool(fail_fast)), whole("max_failures", max_failures, 0)
@@ -323,11 +318,17 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
             p0 = Problem._from_c2(drawn.problem)
             if supports is not None and not supports(p0):
                 continue
-            q, k, v, p0 = make_case(p0, _lib.DISTS[drawn.dist], drawn.input_seed, backend=backend, device=device)
+            if mode is None:
+                q, k, v, p0 = make_case(p0, _lib.DISTS[drawn.dist], drawn.input_seed, backend=backend, device=device)
+                args = [q, k, v]
+            else:  # the case's inputs and dO, as the campaign will hand them
+                q, k, v, do, p0 = fb.make_backward_case(p0, _lib.DISTS[drawn.dist], drawn.input_seed, backend=backend,
+                                                        device=device)
+                args = [q, k, v, do]
             if p0.layout == "bhsd" and layout == "bshd":
-                q, k, v = (_to_bshd(x) for x in (q, k, v))
+                args = [_to_bshd(x) for x in args]
             try:
-                out = kernel(q, k, v, p0)
+                out = kernel(*args[:3], p0, *args[3:])
             except Unsupported:
                 continue
             except backward_failed as e:  # judged and failed; what it returned still says whether it has an LSE
@@ -365,7 +366,9 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
             p = with_side_tensors(p, a, t, backend, device)
             ins = [deliver(np.array(array_view(getattr(t, n), NUMPY_DTYPES[p.dtype])), p.dtype, backend, device,
                            layout if p.layout == "bhsd" else None) for n in ("q", "k", "v")]
-            o, lse = split_output(kernel(*ins, p))
+            if mode is not None:  # the case's dO, lent to this callback
+                ins.append(fb.callback_d_out(p, backend, device, layout))
+            o, lse = split_output(kernel(*ins[:3], p, *ins[3:]))
             _write_output(o, p.out_dtype, t.o, layout, "o", p)
             if t.lse.data:
                 if lse is None:
@@ -412,15 +415,22 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         call_line = f"flashcheck.replay({expr}, {p.line!r}, dist={dist!r}, seed={case.input_seed}{extra})"
         report = Report(rh.value, owner=campaign)
         report._set_repro(call_line)
+        html = None
+        if html_dir is not None:
+            Path(html_dir).mkdir(parents=True, exist_ok=True)
+            html = Path(html_dir) / f"{name.replace('/', '_')}_{i}.html"
         if mode is not None:
             # The campaign kept the case as a failed callback; judged again, its report says which
-            # gradient failed. A fn that raises keeps the campaign's report (its exception).
+            # gradient failed (and its page shows them). A fn that raises keeps the campaign's report
+            # (its exception), and that report's page.
             try:
                 report = fb.replay_backward(fn, mode, p, dist, case.input_seed, runs=1, backend=backend, device=device,
                                             layout=layout, lse_base=lse_base, empty_row_lse=empty_row_lse,
-                                            max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv, alibi_lse=alibi_lse)
+                                            max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv, alibi_lse=alibi_lse,
+                                            html=html, repro=call_line)
             except Exception:  # noqa: BLE001 - its message is in the campaign's report already
-                pass
+                if html is not None:
+                    report.save_html(html)
         lines = ["import flashcheck"]
         if import_line:
             lines.append(import_line)
@@ -428,11 +438,10 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
             lines.append("kernel = ...  # the kernel you fuzzed (a lambda or a local function cannot be imported)")
         lines += [f"report = {call_line}", "print(report)"]
         failures.append(Failure(p, dist, case.input_seed, report, "\n".join(lines)))
-        if html_dir is not None:
-            Path(html_dir).mkdir(parents=True, exist_ok=True)
+        if html is not None and mode is None:
             replay(kernel, p, dist, case.input_seed, runs=1, lse_base=lse_base, empty_row_lse=empty_row_lse,
                    backend=backend, device=device, layout=layout, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
-                   alibi_lse=alibi_lse, html=Path(html_dir) / f"{name.replace('/', '_')}_{i}.html")
+                   alibi_lse=alibi_lse, html=html)
 
     status = "failed" if summary.failed else ("passed" if summary.passed else "nothing tested")
     out = [f"flashcheck.fuzz {'backward (' + mode + ') ' if mode else ''}{name}: {status}: {summary.passed} passed, {summary.failed} failed, {summary.skipped} "
@@ -463,103 +472,3 @@ def fuzz(kernel, cases=200, seed=0, dtypes=None, head_dims=None, causal=None, ma
         print(text, end="")
     return FuzzResult(name, seed, (summary.cases, summary.passed, summary.failed, summary.skipped), failures,
                       campaign, text, reasons)
-
-
-class Replayed:
-    """What a replayed case adds to its report (a Report, or a BackwardReport for fuzz(backward=...)):
-    how many of its runs failed.
-
-    The report is the first failing run's (the first run's when none failed), so bool() is False
-    as soon as one run failed. `reproduced` is {"runs": n, "failed": k}; `confirmed` means every run
-    failed, `flaky` that some did and some did not (a kernel that caches by pointer, races, or
-    depends on what ran before it): then the case is no clean reproduction. Each run gets freshly
-    allocated inputs; a Python kernel runs in this process, so nothing it keeps between calls is
-    reset."""
-
-    reproduced = None
-
-    @property
-    def confirmed(self):
-        return self.reproduced["failed"] == self.reproduced["runs"]
-
-    @property
-    def flaky(self):
-        return 0 < self.reproduced["failed"] < self.reproduced["runs"]
-
-    def _summary(self):
-        k, n = self.reproduced["failed"], self.reproduced["runs"]
-        said = f"failed {k} of {n} run{'s' if n != 1 else ''} (fresh inputs each, in this process)"
-        if self.flaky:
-            return f"  FLAKY: {said}: not a clean reproduction (a kernel that caches, races or keeps state between calls)"
-        return f"  replayed: {said}"
-
-    def to_dict(self):
-        d = super().to_dict()
-        d["reproduced"] = dict(self.reproduced, flaky=self.flaky)
-        return d
-
-    def __str__(self):
-        return super().__str__().rstrip("\n") + "\n" + self._summary() + "\n"
-
-    def __repr__(self):
-        k, n = self.reproduced["failed"], self.reproduced["runs"]
-        return super().__repr__()[:-1] + f", failed {k} of {n} runs{' (flaky)' if self.flaky else ''}>"
-
-
-class Replay(Replayed, Report):
-    """A replayed case's report (flashcheck.replay), with how many of its runs failed (Replayed)."""
-
-
-def replay(kernel, problem, dist="normal", seed=0, *, runs=3, lse_base="e", empty_row_lse="-inf", backend="numpy",
-           device=None, layout="bhsd", max_rows=4096, tile_q=128, tile_kv=128, alibi_lse="exact", html=None,
-           backward=None):
-    """Runs kernel(q, k, v, problem) `runs` times on the inputs flashcheck draws for (problem, dist,
-    seed), each time on freshly made inputs (and side tensors, set on the problem as fuzz sets
-    them), and judges every output: one failing fuzz case, again, and whether it fails every time.
-    Returns a Replay (a Report): the first failing run's report, with `reproduced` = {"runs": n,
-    "failed": k} and `flaky` when 0 < k < n.
-
-    backward ("gradients", "autograd" or True, as fuzz's): a backward kernel's case, with the dO fuzz
-    drew for it; returns a BackwardReplay (a BackwardReport with the same `reproduced`)."""
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be a whole number of at least 1, got {runs!r}")
-    if layout not in ("bhsd", "bshd"):
-        raise ValueError(f"layout must be 'bhsd' or 'bshd', got {layout!r}")
-    p0 = Problem.parse(problem) if isinstance(problem, str) else problem
-    if backward not in (None, False):
-        from . import _fuzz_backward as fb
-
-        backend, device = resolve_backend(backend, device)
-        if html is not None:
-            raise ValueError("html: a backward case has no HTML page yet (its report is text and JSON)")
-        return fb.replay_backward(kernel, fb.resolve_mode(kernel, backward, backend), p0, dist, seed, runs=runs,
-                                  backend=backend, device=device, layout=layout, lse_base=lse_base,
-                                  empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
-                                  alibi_lse=alibi_lse)
-    kept, failed = None, 0
-    for _ in range(runs):
-        q, k, v, p = make_case(p0, dist, seed, backend=backend, device=device)
-        transposed = layout == "bshd" and p.layout == "bhsd"
-        if transposed:  # the kernel takes [B, S, H, D]: hand it that, judge it so
-            q, k, v = (_to_bshd(x) for x in (q, k, v))
-        o, lse = split_output(kernel(q, k, v, p))
-        if lse_base is None:  # declared without LSE: whatever it returns there is not judged
-            lse = None
-        kw = p.keywords()
-        if transposed:
-            kw["layout"] = "bshd"
-        args = (q, k, v, o, lse)
-        # The inputs of dist="nonfinite" hold a NaN or Inf by design: judged on its propagation.
-        kw["allow_nonfinite_inputs"] = dist == "nonfinite"
-        report = _check(*args, lse_base=lse_base or "e", empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q,
-                        tile_kv=tile_kv, alibi_lse=alibi_lse, **kw)
-        failed += not report
-        if kept is None or (not report and kept[0]):
-            kept = (report, args, kw)
-    report, args, kw = kept
-    if html is not None:  # the kept run judged again, with the page's error maps
-        report = _check(*args, lse_base=lse_base or "e", empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q,
-                        tile_kv=tile_kv, alibi_lse=alibi_lse, html=html, **kw)
-    report.__class__ = Replay
-    report.reproduced = {"runs": runs, "failed": failed}
-    return report

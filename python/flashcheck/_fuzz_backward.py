@@ -2,20 +2,28 @@
 failures are drawn, counted and shrunk exactly as a forward's are.
 
 The campaign judges one forward output per case; the backward's verdict reaches it as the case's
-outcome: each case the campaign hands over, BackwardKernel draws dO, runs fn, judges the gradients
-with check_backward and, when they fail, raises BackwardFailed, which the campaign's callback turns
-into a failed case (a kernel error, the one verdict a callback can give besides its output). The
-campaign then shrinks that case by re-running smaller problems through the same adapter: the
-forward's shrinking, unchanged. The kept (shrunk) case is judged again afterwards (replay_backward)
-for its BackwardReport: which gradient failed, its worst element, and the forward beside it."""
-import hashlib
+outcome: each case the campaign hands over, BackwardKernel runs fn on the case's inputs and dO,
+judges the gradients with check_backward and, when they fail, raises BackwardFailed, which the
+campaign's callback turns into a failed case (a kernel error, the one verdict a callback can give
+besides its output). The campaign then shrinks that case by re-running smaller problems through the
+same adapter: the forward's shrinking, unchanged. The kept (shrunk) case is judged again afterwards
+(replay_backward) for its BackwardReport: which gradient failed, its worst element, and the forward
+beside it.
+
+The campaign is a backward one (fc_fuzz_options.backward): a non-finite input goes only where every
+correct backward agrees with the oracle (`flashcheck run --backward`'s placement), and dO is the
+C++ side's one generator (make_d_out of the case's seed, read with fc_callback_d_out), so a case's
+inputs and dO are the CLI's and the goldens' for the same problem, dist and seed."""
+import ctypes
 
 import numpy as np
 
-from ._api import make_case, reference, split_output
+from . import _lib
+from ._api import deliver, draw_case, reference, split_output
 from ._backward import BackwardReport, check_backward
-from ._fuzz import Replayed, Unsupported, _to_bshd
-from ._tensors import FP8, float32_to_bf16, from_bits, is_torch, to_bits
+from ._fuzz import Unsupported
+from ._replay import Replayed, _to_bshd
+from ._tensors import FP8, NUMPY_DTYPES, array_view, float32_to_bf16, is_torch
 
 MODES = ("gradients", "autograd")
 
@@ -82,22 +90,25 @@ def resolve_mode(fn, backward, backend):
     return mode
 
 
-def d_out(p, q, k, v, backend, device):
-    """The dO of a case: standard normal values in o's dtype and shape (as the kernel was handed its
-    inputs), drawn from a seed hashed from the problem line and the input bits, so that replaying
-    the case (the same problem, dist and seed give the same inputs) draws the same dO."""
-    # The line without its scale token, and the resolved scale: a campaign's callback is handed the
-    # scale resolved ("scale=0.125"), a replay's problem line leaves a default scale out.
-    key = " ".join(t for t in p.line.split() if not t.startswith("scale=")) + f" scale={float(p.scale)!r}"
-    h = hashlib.sha256(key.encode())
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        h.update(to_bits(x, name, p.dtype if p.dtype in FP8 else None)[0].tobytes())
-    rng = np.random.default_rng(int.from_bytes(h.digest()[:8], "little"))
-    shape = tuple(q.shape[:-1]) + (p.head_dim_v,)  # o: q's layout (as handed over) with Dv
-    x = rng.standard_normal(shape)
-    kind = p.out_dtype
-    bits = float32_to_bf16(x.astype(np.float32)) if kind == "bf16" else x.astype(np.float32 if kind == "f32" else np.float16)
-    return from_bits(bits, kind, backend, device)
+def make_backward_case(problem, dist="normal", seed=0, *, backend="numpy", device=None):
+    """(q, k, v, do, problem) exactly as fuzz(backward=...) hands a case to its kernel: make_case's
+    inputs, a non-finite one (dist "nonfinite") placed where every correct backward agrees with the
+    oracle (in q at a row that sees every key of its sequence, in k or v only when no pair of the
+    sequence is masked, else nowhere: a tile GEMM multiplies masked pairs too, 0*Inf), and the case's
+    dO: standard normal rounded to o's dtype, in o's shape and layout, drawn from the seed as `flashcheck
+    run --backward` and the goldens (golden_do) draw it. A packed (thd) batch's padding rows of dO are
+    NaN, as its inputs' are."""
+    q, k, v, p, do = draw_case(problem, dist, seed, backend, device, backward=True)
+    return q, k, v, do, p
+
+
+def callback_d_out(p, backend, device, layout):
+    """Inside the campaign's callback: the case's dO (fc_callback_d_out), copied out of the campaign's
+    buffer and handed over as the inputs were (layout "bshd" transposes a plain problem's)."""
+    view = _lib.TensorView()
+    _lib.ok(_lib.lib().fc_callback_d_out(ctypes.byref(view)), "fuzz")
+    return deliver(np.array(array_view(view, NUMPY_DTYPES[p.out_dtype])), p.out_dtype, backend, device,
+                   layout if p.layout == "bhsd" else None)
 
 
 def _narrowed(x, kind):
@@ -144,14 +155,21 @@ def _judge(q, k, v, o, lse, do, grads, p, layout, judge_kw):
     kw = p.keywords()
     if layout == "bshd" and p.layout == "bhsd":
         kw["layout"] = "bshd"  # the kernel was handed [B, S, H, D] tensors: judged so
+    judge_kw = dict(judge_kw)
+    repro = judge_kw.pop("repro", None)
     # flashcheck drew the inputs, NaN and Inf included (dist "nonfinite"): judged on their propagation.
-    return check_backward(q, k, v, o, lse, do, dq, dk, dv, dsinks=dsinks, allow_nonfinite_inputs=True,
-                          **judge_kw, **kw)
+    report = check_backward(q, k, v, o, lse, do, dq, dk, dv, dsinks=dsinks, allow_nonfinite_inputs=True,
+                            **judge_kw, **kw)
+    if repro is not None:
+        report._set_repro(repro)
+        if judge_kw.get("html") is not None:
+            report.save_html(judge_kw["html"])  # again, now naming the line that replays it
+    return report
 
 
 class BackwardKernel:
-    """A backward fn as the forward campaign's kernel(q, k, v, problem): its o (and lse) for the
-    campaign to judge, after its gradients passed check_backward; BackwardFailed when they did not.
+    """A backward fn as the campaign's kernel(q, k, v, problem, do): its o (and lse) for the campaign
+    to judge, after its gradients passed check_backward; BackwardFailed when they did not.
 
     A fn that returns only gradients has no forward output: the campaign is then handed the fp64
     oracle's O rounded to o's dtype (and no LSE), which it judges as a forward like any other, and
@@ -163,12 +181,11 @@ class BackwardKernel:
         self.judge_kw = judge_kw
         self.forward_computed = None  # whether fn returned o (set on its first call)
 
-    def __call__(self, q, k, v, p):
+    def __call__(self, q, k, v, p, do):
         if p.page_size and p.page_order == "shared":
             # A problem property, so a decline (never shrunk to), not a failure.
             raise Unsupported("backward: a paged cache whose sequences share pages (check_backward does not judge "
                               "summed slots yet)")
-        do = d_out(p, q, k, v, self.backend, self.device)
         o, lse, *grads = _run(self.fn, self.mode, q, k, v, do, p)
         self.forward_computed = o is not None
         report = _judge(q, k, v, None, None, do, grads, p, self.layout, self.judge_kw)
@@ -188,27 +205,33 @@ class BackwardReplay(Replayed, BackwardReport):
 
 
 def replay_backward(fn, mode, problem, dist, seed, *, runs, backend, device, layout, lse_base, empty_row_lse, max_rows,
-                    tile_q, tile_kv, alibi_lse):
+                    tile_q, tile_kv, alibi_lse, html=None, repro=None):
     """replay() of a backward case: fn run `runs` times on fresh inputs (and the same dO), each run's
-    gradients and forward output judged by check_backward; a BackwardReport with `reproduced`."""
+    gradients and forward output judged by check_backward; a BackwardReport with `reproduced`. html: a
+    path for the kept run's page (judged again with the error maps); repro: the line it names."""
     kept, failed = None, 0
     judge_kw = dict(empty_row_lse=empty_row_lse, max_rows=max_rows, tile_q=tile_q, tile_kv=tile_kv,
                     alibi_lse=alibi_lse, lse_base=lse_base or "e")
     for _ in range(runs):
-        q, k, v, p = make_case(problem, dist, seed, backend=backend, device=device)
+        q, k, v, do, p = make_backward_case(problem, dist, seed, backend=backend, device=device)
         if layout == "bshd" and p.layout == "bhsd":
-            q, k, v = (_to_bshd(x) for x in (q, k, v))
-        do = d_out(p, q, k, v, backend, device)
+            q, k, v, do = (_to_bshd(x) for x in (q, k, v, do))
         o, lse, *grads = _run(fn, mode, q, k, v, do, p)
         if lse_base is None:  # declared without LSE: whatever fn returns there is not judged
             lse = None
-        report = _judge(q, k, v, o, lse, do, grads, p, layout, judge_kw)
+        args = (q, k, v, o, lse, do, grads, p, layout)
+        report = _judge(*args, judge_kw)
         failed += not report
-        if kept is None or (not report and kept):
-            kept = report
-    kept.__class__ = BackwardReplay
-    kept.reproduced = {"runs": runs, "failed": failed}
-    return kept
+        if kept is None or (not report and kept[0]):
+            kept = (report, args)
+    report, args = kept
+    if html is not None:  # the kept run judged again, with the page's error maps
+        report = _judge(*args, dict(judge_kw, html=html, repro=repro))
+    elif repro is not None:
+        report._set_repro(repro)
+    report.__class__ = BackwardReplay
+    report.reproduced = {"runs": runs, "failed": failed}
+    return report
 
 
 def failure_summary(report):

@@ -11,8 +11,8 @@ import os
 import threading
 from pathlib import Path
 
-API_VERSION = 5  # FLASHCHECK_API_VERSION of the header these bindings mirror (3: problem model 2; 4: declared limits;
-                 # 5: the backward pass)
+API_VERSION = 6  # FLASHCHECK_API_VERSION of the header these bindings mirror (3: problem model 2; 4: declared limits;
+                 # 5: the backward pass; 6: backward fuzzing and the backward report's page)
 
 FC_OK, FC_ERR_INVALID, FC_ERR_CANNOT_TEST, FC_ERR_ABORTED, FC_ERR_INTERNAL = 0, 1, 2, 3, 4
 FC_F32, FC_F16, FC_BF16, FC_E4M3, FC_E5M2, FC_I32, FC_I64, FC_F64 = 0, 1, 2, 3, 4, 5, 6, 7
@@ -74,7 +74,8 @@ class FuzzOptions(ctypes.Structure):
                 ("alibi_per_batch", i32), ("sinks", i32), ("layouts", u32), ("seqused", i32), ("paged", i32),
                 ("page_sizes", ctypes.POINTER(i64)), ("num_page_sizes", i64), ("out_dtypes", u32), ("descales", u32),
                 ("alibi_lse", i32),
-                ("reserved_api3_padding", i32), ("equal_lengths", i32), ("nonfinite", i32), ("seq_multiple", i64)]
+                ("reserved_api3_padding", i32), ("equal_lengths", i32), ("nonfinite", i32), ("seq_multiple", i64),
+                ("backward", i32), ("reserved_api6_padding", i32)]
 
 
 class Case(ctypes.Structure):
@@ -190,10 +191,17 @@ _SIGNATURES = {
     "fc_backward_report_json": (ctypes.c_char_p, [vp]),
     "fc_backward_report_problem2": (i32, [vp, ctypes.POINTER(Attention2)]),
     "fc_backward_report_free": (None, [vp]),
+    # API 6: backward fuzzing, the backward report's page.
+    "fc_fuzz_options_init4": (None, [vp]),
+    "fc_callback_d_out": (i32, [VIEWP]),
+    "fc_make_backward_inputs": (i32, [ctypes.POINTER(Attention2), i32, u64, ctypes.POINTER(vp)]),
+    "fc_inputs_d_out": (i32, [vp, VIEWP]),
+    "fc_backward_report_html": (ctypes.c_char_p, [vp]),
+    "fc_backward_report_set_repro": (i32, [vp, ctypes.c_char_p]),
 }
 
 # The struct each init function fills, with every field of this API version.
-_INITS = {CheckOptions: "fc_check_options_init2", FuzzOptions: "fc_fuzz_options_init3",
+_INITS = {CheckOptions: "fc_check_options_init2", FuzzOptions: "fc_fuzz_options_init4",
           Attention2: "fc_attention2_init", Tensors: "fc_tensors_init", Gradients: "fc_gradients_init"}
 
 _lib = None

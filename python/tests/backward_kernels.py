@@ -67,3 +67,34 @@ def dq_ignores_causal(q, k, v, do, p):
     """dQ from scores with no causal mask (dK, dV right): a backward that drops the mask in its dQ loop."""
     _, dk, dv = oracle(q, k, v, do, p)[:3]
     return rounded(p, oracle(q, k, v, do, p, causal="none")[0], dk, dv)
+
+
+def widen(x, kind):
+    return flashcheck.bf16_to_float32(x).astype(np.float64) if kind == "bf16" else np.asarray(x, np.float64)
+
+
+def tile_gemm(q, k, v, do, p):
+    """A correct backward that multiplies every pair, as a tile GEMM does (FlashAttention-2's, cuDNN's):
+    plain bhsd problems, masks applied to the scores only. Masked pairs still enter dS = P∘(dP − D),
+    dQ = dS·K, dK = dSᵀ·Q and dV = Pᵀ·dO as 0 times a value, so a NaN or Inf input that a masked
+    pair meets reaches a gradient the oracle keeps finite (0·Inf = NaN): its gradients agree with the
+    oracle's wherever no masked pair meets a non-finite value, which is where a backward campaign
+    places one. Rows that see no key get P = 0 (the kernels' guard)."""
+    kind, g = p.dtype, p.heads_q // p.heads_kv
+    Q, dO = widen(q, kind), widen(do, p.out_dtype)
+    K, V = (np.repeat(widen(x, kind), g, axis=1) for x in (k, v))
+    i, j = np.arange(p.seq_q)[:, None], np.arange(p.seq_kv)[None, :]
+    offset = p.seq_kv - p.seq_q if p.causal == "bottom_right" else 0
+    visible = j <= i + offset if p.causal != "none" else np.ones((p.seq_q, p.seq_kv), bool)
+    with np.errstate(all="ignore"):
+        s = np.where(visible, Q @ np.swapaxes(K, -1, -2) * p.scale, -np.inf)
+        m = s.max(-1, keepdims=True)
+        e = np.exp(s - np.where(np.isneginf(m), 0.0, m))  # a masked score's weight: exp(-inf - m) = 0, NaN if m is
+        total = e.sum(-1, keepdims=True)
+        P = e / np.where(total == 0, 1.0, total)
+        dP = dO @ np.swapaxes(V, -1, -2)
+        dS = P * (dP - np.sum(dO * (P @ V), -1, keepdims=True))
+        dq = dS @ K * p.scale
+        dk = (np.swapaxes(dS, -1, -2) @ Q * p.scale).reshape(p.batch, p.heads_kv, g, p.seq_kv, -1).sum(2)
+        dv = (np.swapaxes(P, -1, -2) @ dO).reshape(p.batch, p.heads_kv, g, p.seq_kv, -1).sum(2)
+    return rounded(p, dq, dk, dv)
