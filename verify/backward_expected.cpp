@@ -8,6 +8,7 @@
 #include "reference/sequences.h"
 #include "verify/expected.h"
 #include "verify/report.h"
+#include "verify/visible_max.h"
 
 namespace flashcheck {
 
@@ -36,11 +37,11 @@ void find_unresolved(const Problem& p, const Inputs& in, BackwardExpected& e) {
       std::vector<int64_t> cover(static_cast<size_t>(skv) + 1, 0);  // unresolved rows over each key
       for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
         const double slope = p.alibi == Alibi::none ? 0.0 : std::fabs(alibi_slope(p, in.alibi_slopes.data(), b, h));
+        VisibleMax kn_max(kn);
         for (int64_t i = 0; i < s.sq(b); ++i) {
           const KeyRange vis = visible_range(p, b, i);
           if (vis.empty()) continue;
-          double kmax = 0;
-          for (int64_t j = vis.lo; j < vis.hi; ++j) kmax = std::max(kmax, kn[static_cast<size_t>(j)]);
+          const double kmax = kn_max(vis);
           const int64_t center = p.alibi == Alibi::signed_ ? i : i + d;
           const double far = static_cast<double>(std::max(std::llabs(center - vis.lo), std::llabs(center - (vis.hi - 1))));
           const double bound = std::fabs(p.softmax_scale()) * q_mul * norm(&in.q[static_cast<size_t>(s.q_row(b, h, i))], dqk) * kmax + slope * far;
@@ -105,20 +106,18 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
         if (std::isfinite(c)) most_attention = std::max(most_attention, static_cast<double>(c));
       }
       double aq = 0;
-      for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
+      for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
+        VisibleMax kn_max(kn), vn_max(vn);
         for (int64_t i = 0; i < s.sq(b); ++i) {
           const KeyRange vis = visible_range(p, b, i);
           if (vis.empty()) continue;
-          double kmax = 0, vmax = 0;
-          for (int64_t j = vis.lo; j < vis.hi; ++j) {
-            kmax = std::max(kmax, kn[static_cast<size_t>(j)]);
-            vmax = std::max(vmax, vn[static_cast<size_t>(j)]);
-          }
+          const double kmax = kn_max(vis), vmax = vn_max(vis);
           const double a = norm(&d_out[static_cast<size_t>(s.o_row(b, h, i))], dv) * vmax;
           const double qn = q_mul * norm(&in.q[static_cast<size_t>(s.q_row(b, h, i))], dqk);
           if (std::isfinite(a * kmax)) e.dq_terms = std::max(e.dq_terms, scale * a * kmax);
           if (std::isfinite(a * qn)) aq = std::max(aq, a * qn);
         }
+      }
       e.dk_terms = std::max(e.dk_terms, scale * aq * most_attention);
     }
 }
