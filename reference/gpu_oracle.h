@@ -15,6 +15,8 @@
 #include "reference/naive.h"
 #include "reference/naive_backward.h"
 #include "reference/problem.h"
+#include "reference/replica.h"
+#include "reference/replica_backward.h"
 
 namespace flashcheck {
 
@@ -67,5 +69,43 @@ BackwardResult naive_attention_backward_gpu(const Problem& p, const Inputs& in, 
 // fp32); O rounded to the output dtype — verify/baseline.cpp's steps.
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const RowSet& rows);
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
+
+// The FlashAttention-2 replicas (reference/replica.h, replica_backward.h) on the GPU, for the
+// backward verdict's same-dtype baselines (verify/backward_expected.h) at production sizes: the
+// same algorithm and roundings, in fp32 on CUDA cores — the forward's online softmax over block_kv
+// tiles (the −2^30 fill, exp2 or exp, P rounded to the input dtype before P·V, ℓ from the unrounded
+// P, O·(1/ℓ) rounded to O's dtype, the LSE), D = rowsum(dO ∘ O) from the rounded O, P recomputed
+// from the saved LSE, P and dS rounded to the input dtype before their GEMMs, fp32 accumulators,
+// gradients rounded to gradient_dtype — every step the CPU's to the bit but for a GEMM's summation
+// order (free: the CPU's is Eigen's; here each element's is fixed, so a call repeats bit for bit)
+// and exp/exp2/log2, faithfully rounded on both sides but not always to the same fp32 neighbour
+// (reference/gpu_oracle/replica_device.cuh). Every row is computed. Covered: dense (BHSD, BSHD)
+// and variable-length or paged problems (the logical layout is the same), every causal alignment,
+// sliding windows, GQA/MQA, Dqk ≠ Dv, f32/f16/bf16, head dims up to 256; forward tiles block_kv 64
+// or 128 with any block_q (the tiles a row's q-tile visits are the CPU's), any backward tiles (they
+// only order the backward's sums). Not covered (nullopt, the caller takes the CPU replicas): softcap,
+// ALiBi, sinks, fp8, head dims above 256, truncating roundings, a P scale, planted faults.
+// Non-finite inputs: a masked pair's exact zero meets its operands in a tile GEMM here as on the
+// CPU, but in other tiles, so 0·Inf may reach other rows or keys than there. Work is split into
+// pieces of whole (sequence, KV head) units that fit in device memory (OracleDoesNotFit when one
+// does not). Throws as the CPU replicas do for invalid problems, inputs and tiles, and
+// std::runtime_error when gpu_oracle_unavailable() says why.
+struct ReplicaPipelineResult {
+  ReplicaResult forward;       // every row; trace empty
+  ReplicaGradients gradients;  // dsinks empty (sinks are not covered)
+};
+// Why the GPU replicas do not cover p (with these configurations), or nullopt.
+std::optional<std::string> gpu_replicas_not_covered(const Problem& p, std::span<const ReplicaPipeline> configs = {});
+// Per configuration, the forward replica and the backward replica fed by its O and LSE, as
+// verify/backward_expected.cpp runs them on the CPU; d_out as replica_attention_backward takes it.
+std::optional<std::vector<ReplicaPipelineResult>> backward_baselines_gpu(const Problem& p, const Inputs& in,
+                                                                         std::span<const float> d_out,
+                                                                         std::span<const ReplicaPipeline> configs);
+// The two stages alone, over every row (replica_attention with no trace rows; replica_attention_backward).
+std::optional<ReplicaResult> replica_attention_gpu(const Problem& p, const Inputs& in, const ReplicaConfig& cfg = {});
+std::optional<ReplicaGradients> replica_attention_backward_gpu(const Problem& p, const Inputs& in,
+                                                               std::span<const float> o, std::span<const float> lse,
+                                                               std::span<const float> d_out,
+                                                               const BackwardReplicaConfig& cfg = {});
 
 }  // namespace flashcheck

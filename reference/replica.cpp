@@ -207,8 +207,10 @@ ReplicaResult replica_attention(const Problem& p, const Inputs& in, const Replic
       float* o = res.o.data() + at * static_cast<size_t>(dv);
       float inv = 1.0f / li;
       if (is_fp8(p.dtype)) inv *= hn.v_descale;  // FlashAttention 3: O · (v_descale / ℓ)
-      for (int64_t c = 0; c < dv; ++c)
-        o[c] = cfg.truncate ? round_toward_zero(odt, O(i, c) * inv) : round_to(odt, O(i, c) * inv);
+      for (int64_t c = 0; c < dv; ++c) {
+        const float x = O(i, c) * inv;
+        o[c] = !cfg.round_o ? x : cfg.truncate ? round_toward_zero(odt, x) : round_to(odt, x);
+      }
       // LSE = scaled max + log(ℓ / 2^k), converted to natural log when the kernel worked in base 2.
       const float lsum = k_off ? std::ldexp(li, -k_off) : li;
       res.lse[at] = cfg.use_exp2 ? (ms + std::log2(lsum)) * kLn2F : ms + std::log(lsum);

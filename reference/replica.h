@@ -24,6 +24,10 @@ struct ReplicaConfig {
   // fp8 inputs) to feed the tensor cores. The row sum ℓ is still accumulated from the unrounded
   // fp32 P, as they do.
   bool round_p = true;
+  // Round O to the output dtype at the end, as every kernel does. Off, O stays the fp32 value it
+  // would be rounded from: for comparing two implementations of this replica below the output's
+  // rounding (reference/gpu_replica_test.cpp), never a kernel's configuration.
+  bool round_o = true;
   // Round P and O toward zero instead of to nearest: a kernel bug class (a truncating cvt) that the
   // checker's rounding-bias criterion must catch; never a correct configuration.
   bool truncate = false;

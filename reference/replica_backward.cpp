@@ -80,7 +80,7 @@ class BackwardReplica {
       for (int64_t h = 0; h < p_.heads_q; ++h) {
         const float mul = cfg_.fault == BackwardFault::dq_unscaled ? 1.0f : head_numerics(p_, in_, cfg_, b, h).dq_mul;
         const size_t at = static_cast<size_t>(seqs_.q_row(b, h, 0)), n = static_cast<size_t>(seqs_.sq(b) * dqk_);
-        for (size_t e = at; e < at + n; ++e) r_.dq[e] = round_to(cdt_, dq_acc_[e] * mul);
+        for (size_t e = at; e < at + n; ++e) r_.dq[e] = out(dq_acc_[e] * mul);
       }
     sink_grads();
     return std::move(r_);
@@ -144,10 +144,13 @@ class BackwardReplica {
       const float dk_mul = hn.front().dk_mul;
       float* dk = r_.dk.data() + seqs_.k_row(b, hk, k0);
       float* dv = r_.dv.data() + seqs_.v_row(b, hk, k0);
-      for (int64_t e = 0; e < nk * dqk_; ++e) dk[e] = round_to(cdt_, dK.data()[e] * dk_mul);
-      for (int64_t e = 0; e < nk * dv_; ++e) dv[e] = round_to(cdt_, dV.data()[e]);
+      for (int64_t e = 0; e < nk * dqk_; ++e) dk[e] = out(dK.data()[e] * dk_mul);
+      for (int64_t e = 0; e < nk * dv_; ++e) dv[e] = out(dV.data()[e]);
     }
   }
+
+  // A gradient element as written: rounded to the gradient dtype (unless a test turned that off).
+  float out(float x) const { return cfg_.round_gradients ? round_to(cdt_, x) : x; }
 
   // One row of a tile: P from the saved LSE and dS over keys k0 .. k0 + nk − 1, each rounded to the
   // compute dtype as the GEMMs take them; exact zeros where the mask hides the key.
@@ -219,6 +222,22 @@ class BackwardReplica {
 };
 
 }  // namespace
+
+std::vector<ReplicaPipeline> backward_baseline_configs() {
+  // Baseline 1: forward and backward with (128, 128) tiles and exp2. Baseline 2: a forward with
+  // (64, 64) tiles and exp2, then a backward with (16, 16) tiles and exp. Its backward recomputes P
+  // in other units than its forward's LSE was formed in, and sums its scores in another order, as
+  // a kernel's backward MMAs are laid out unlike its forward's; its forward's tiles move where P is
+  // rounded (fp8: P's fp8 rounding, which O, D and the sinks' gradient carry).
+  std::vector<ReplicaPipeline> c(2);
+  c[0].forward.block_q = c[0].forward.block_kv = 128;
+  c[0].backward.block_q = c[0].backward.block_kv = 128;
+  c[0].backward.use_exp2 = true;
+  c[1].forward.block_q = c[1].forward.block_kv = 64;
+  c[1].backward.block_q = c[1].backward.block_kv = 16;
+  c[1].backward.use_exp2 = false;
+  return c;
+}
 
 DType gradient_dtype(const Problem& p) { return is_fp8(p.dtype) ? p.o_dtype() : p.dtype; }
 

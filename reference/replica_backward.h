@@ -31,6 +31,7 @@
 #include "reference/conventions.h"
 #include "reference/inputs.h"
 #include "reference/problem.h"
+#include "reference/replica.h"
 
 namespace flashcheck {
 
@@ -52,9 +53,24 @@ struct BackwardReplicaConfig {
   bool use_exp2 = true;    // P = exp2(S·scale·log2 e − LSE·log2 e), as FlashAttention 2's kernels
   bool round_p = true;     // P rounded to the compute dtype before dV = Pᵀ dO
   bool round_ds = true;    // dS rounded to the compute dtype before dK = dSᵀ Q and dQ = dS K
+  // dQ, dK, dV rounded to the gradient dtype at the end, as every kernel writes them. Off, they stay
+  // fp32: for comparing two implementations of this replica below that rounding
+  // (reference/gpu_replica_test.cpp), never a kernel's configuration.
+  bool round_gradients = true;
   AlibiLse alibi_lse = AlibiLse::exact;  // as the forward that wrote the LSE (reference/replica.h)
   BackwardFault fault = BackwardFault::none;
 };
+
+// A forward replica's settings and those of the backward replica fed by its O and LSE: one
+// same-dtype baseline of the backward verdict (verify/backward_expected.h).
+struct ReplicaPipeline {
+  ReplicaConfig forward;
+  BackwardReplicaConfig backward;
+};
+
+// The backward verdict's two same-dtype baselines (verify/backward_expected.h), in its order; the
+// CPU replicas and the GPU ones (reference/gpu_oracle.h backward_baselines_gpu) both run these.
+std::vector<ReplicaPipeline> backward_baseline_configs();
 
 struct ReplicaGradients {
   std::vector<float> dq, dk, dv;  // logical layouts of Inputs::q, k, v; values in gradient_dtype(p)

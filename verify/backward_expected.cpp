@@ -172,22 +172,29 @@ BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std:
     e.oracle = naive_attention_backward(p, in, d_out);
     clock.lap("backward oracle (CPU)");
   }
-  // Baseline 1: forward and backward with (128, 128) tiles and exp2. Baseline 2: a forward with
-  // (64, 64) tiles and exp2, then a backward with (16, 16) tiles and exp. Its backward recomputes P
-  // in other units than its forward's LSE was formed in, and sums its scores in another order, as
-  // a kernel's backward MMAs are laid out unlike its forward's; its forward's tiles move where P is
-  // rounded (fp8: P's fp8 rounding, which O, D and the sinks' gradient carry).
-  for (const auto& [fwd_tile, bwd_tile, bwd_exp2] : {std::tuple{int64_t{128}, int64_t{128}, true}, {int64_t{64}, int64_t{16}, false}}) {
-    ReplicaConfig fc;
-    fc.block_q = fc.block_kv = fwd_tile;
-    BackwardReplicaConfig bc;
-    bc.block_q = bc.block_kv = bwd_tile;
-    bc.use_exp2 = bwd_exp2;
-    const ReplicaResult fwd = replica_attention(p, in, fc);
-    clock.lap("backward baseline " + std::to_string(e.baselines.size() + 1) + ": forward replica (CPU)");
-    e.baselines.push_back(replica_attention_backward(p, in, fwd.o, fwd.lse, d_out, bc));
-    clock.lap("backward baseline " + std::to_string(e.baselines.size()) + ": backward replica (CPU)");
-    if (p.sinks && e.dsinks_terms.empty()) e.dsinks_terms = sink_terms(p, in, fwd, d_out);
+  const std::vector<ReplicaPipeline> configs = backward_baseline_configs();
+  std::optional<std::vector<ReplicaPipelineResult>> on_gpu;
+  if (gpu && !gpu_replicas_not_covered(p, configs)) {
+    try {
+      on_gpu = backward_baselines_gpu(p, in, d_out, configs);
+    } catch (const OracleDoesNotFit&) {
+      // A (sequence, KV head) larger than the device holds: the CPU replicas take it.
+    }
+  }
+  if (on_gpu) {
+    clock.lap("backward baselines 1 and 2: forward and backward replicas (GPU)");
+    for (ReplicaPipelineResult& r : *on_gpu) {
+      if (p.sinks && e.dsinks_terms.empty()) e.dsinks_terms = sink_terms(p, in, r.forward, d_out);
+      e.baselines.push_back(std::move(r.gradients));
+    }
+  } else {
+    for (const ReplicaPipeline& c : configs) {
+      const ReplicaResult fwd = replica_attention(p, in, c.forward);
+      clock.lap("backward baseline " + std::to_string(e.baselines.size() + 1) + ": forward replica (CPU)");
+      e.baselines.push_back(replica_attention_backward(p, in, fwd.o, fwd.lse, d_out, c.backward));
+      clock.lap("backward baseline " + std::to_string(e.baselines.size()) + ": backward replica (CPU)");
+      if (p.sinks && e.dsinks_terms.empty()) e.dsinks_terms = sink_terms(p, in, fwd, d_out);
+    }
   }
   find_unresolved(p, in, e);
   noise_scales(p, in, d_out, e);

@@ -18,8 +18,9 @@ namespace flashcheck {
 struct BackwardExpected {
   BackwardResult oracle;  // fp64 truth, logical layouts
   // The same-dtype baselines, logical layouts: the FlashAttention-2 backward replica twice, each fed
-  // by a forward replica's O and LSE: (128, 128) tiles and exp2 throughout, and a (64, 64) forward
-  // with exp followed by a (16, 16) backward with exp. The rule takes the worse of the two. The
+  // by a forward replica's O and LSE (backward_baseline_configs, reference/replica_backward.h):
+  // (128, 128) tiles and exp2 throughout, and a (64, 64) forward with exp2 followed by a (16, 16)
+  // backward with exp. The rule takes the worse of the two. The
   // second's backward sums its scores in another order than its forward did, as a kernel's backward
   // MMAs differ from its forward's, so P = exp(s − LSE) carries that difference: in f32, where
   // nothing else is rounded, a backward whose scores repeat its forward's bit for bit recomputes a
@@ -59,8 +60,11 @@ struct BackwardExpected {
 // Every row is evaluated (no row sampling yet: the backward oracle computes all rows). `oracle`
 // picks where the fp64 gradients are computed, as make_expected's (verify/expected.h): the CPU, the
 // GPU (reference/gpu_oracle.h naive_attention_backward_gpu; CannotTest when it is unavailable or
-// cannot hold the problem), or the GPU from kGpuOracleWork on when one is usable. The baselines are
-// the CPU's replicas either way. `timings`, when given, receives the phases' seconds.
+// cannot hold the problem), or the GPU from kGpuOracleWork on when one is usable. Where the fp64
+// gradients are computed on the GPU, so are the baselines when the GPU replicas cover the problem
+// and hold it (reference/gpu_oracle.h backward_baselines_gpu: same algorithm and roundings, GEMM
+// sums in another order); otherwise they are the CPU's replicas. `timings`, when given, receives
+// the phases' seconds, each labelled (GPU) or (CPU).
 BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std::span<const float> d_out,
                                         OracleChoice oracle = OracleChoice::cpu,
                                         std::vector<std::pair<std::string, double>>* timings = nullptr);

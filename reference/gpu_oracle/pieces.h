@@ -2,7 +2,8 @@
 // host_backward.cpp: the backward oracle): validation, the row tiles and the pieces of them that fit
 // in device memory, packing inputs (rows gathered per tile, keys per tile span, padded, narrowed to
 // their dtype), device memory and streams. The layout the kernels rely on is kernels.h's. Internal:
-// included by those two files only.
+// included by those two files only, and by host_replica.cpp (the GPU replicas) for the device
+// memory, stream, timing and budget helpers.
 #pragma once
 #include <cuda_runtime.h>
 

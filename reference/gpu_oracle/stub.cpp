@@ -30,6 +30,26 @@ BackwardResult naive_attention_backward_gpu(const Problem&, const Inputs&, std::
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 
+std::optional<std::string> gpu_replicas_not_covered(const Problem&, std::span<const ReplicaPipeline>) {
+  return std::string("flashcheck was built without CUDA");
+}
+
+std::optional<std::vector<ReplicaPipelineResult>> backward_baselines_gpu(const Problem&, const Inputs&,
+                                                                         std::span<const float>,
+                                                                         std::span<const ReplicaPipeline>) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+std::optional<ReplicaResult> replica_attention_gpu(const Problem&, const Inputs&, const ReplicaConfig&) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+std::optional<ReplicaGradients> replica_attention_backward_gpu(const Problem&, const Inputs&, std::span<const float>,
+                                                               std::span<const float>, std::span<const float>,
+                                                               const BackwardReplicaConfig&) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
 namespace gpu_oracle_detail {
 Timing last_timing() { return {}; }
 void set_memory_budget(int64_t) {}

@@ -56,6 +56,7 @@ inline float __fdiv_rn(float a, float b) {
   volatile float r = a / b;
   return r;
 }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }  // one rounding, as the device's FFMA
 inline double __dadd_rn(double a, double b) {
   volatile double r = a + b;
   return r;
