@@ -505,6 +505,27 @@ TEST(GpuReplicas, ManyPiecesAndRepeatedCallsGiveTheSameBits) {
     }
 }
 
+// Many short heads: each takes a whole row-tile and key-tile descriptor, far more than a per-row
+// share of one. The arena is sized by counting them (an undercount overflowed it on the device:
+// cudaErrorInvalidValue on an upload past its end, mma_f16's backward campaign); the emulation's
+// guard page after every allocation catches an overflow here.
+TEST(GpuReplicas, ManyShortHeadsFitTheirArena) {
+  REQUIRE_GPU();
+  const Problem p = parse_problem("b=1 hq=1500 hkv=1500 sq=1 skv=3 d=64 causal=none dtype=bf16");
+  const uint64_t seed = testing::seed_for(2406);
+  const Inputs in = make_inputs(p, seed, Dist::normal);
+  const std::vector<float> d_out = random_dout(p, seed ^ 0xd0);
+  const auto got = backward_baselines_gpu(p, in, d_out, backward_baseline_configs());
+  ASSERT_TRUE(got);
+  const ReplicaGradients cpu = replica_attention_backward(p, in, (*got)[0].forward.o, (*got)[0].forward.lse, d_out,
+                                                          backward_baseline_configs()[0].backward);
+  ASSERT_EQ(cpu.dv.size(), (*got)[0].gradients.dv.size());
+  // One key per row here and no sum to reorder in dV = Pᵀ dO beyond a row: equal to the CPU's.
+  double worst = 0;
+  for (size_t x = 0; x < cpu.dv.size(); ++x) worst = std::max(worst, std::fabs(double(cpu.dv[x]) - (*got)[0].gradients.dv[x]));
+  EXPECT_LT(worst, 1e-2) << "dv against the CPU replica";
+}
+
 // make_backward_expected with the GPU oracle takes its baselines from the GPU replicas where they
 // cover the problem (the very gradients backward_baselines_gpu gives, labelled (GPU) in the
 // timings), and from the CPU replicas where they do not (a softcap) or the oracle is the CPU's.

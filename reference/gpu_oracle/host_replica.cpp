@@ -122,16 +122,21 @@ SeqTiles seq_tiles(const Problem& p, int64_t b, const std::vector<ReplicaPipelin
 // contiguous logical rows [q_begin, q_end) and [kv_begin, kv_end).
 struct Piece {
   int64_t u0 = 0, u1 = 0, q_begin = 0, q_end = 0, kv_begin = 0, kv_end = 0;
+  int64_t row_tiles = 0, key_tiles = 0;  // the descriptors run() uploads for it
 };
 
 struct Sizes {
   int64_t dqk, dqk_pad, dv, dv_pad;
-  // Device bytes of `qr` query rows and `kvr` key rows: inputs, results and tiles.
-  int64_t bytes(int64_t qr, int64_t kvr) const {
-    const int64_t per_q = (dqk_pad + dv_pad + dv + dqk + 2) * 4 + 3 * static_cast<int64_t>(sizeof(go::RowTile)) / kRows + 1;
-    const int64_t per_kv = (dqk_pad + dv_pad + dqk + dv + 1) * 4 + static_cast<int64_t>(sizeof(go::KeyTile)) / kKeys + 1;
-    return qr * per_q + kvr * per_kv + (int64_t{64} << 10);  // + each buffer's alignment
+  // Device bytes of `qr` query rows and `kvr` key rows (inputs and results) and of the row- and
+  // key-tile descriptors, counted: a tile of one short sequence's rows takes a whole descriptor,
+  // and a per-row share of one undercounted batches of many short heads until the arena overflowed
+  // (cudaErrorInvalidValue on an upload past its end, mma_f16's backward campaign on the device).
+  int64_t bytes(int64_t qr, int64_t kvr, int64_t row_tiles, int64_t key_tiles) const {
+    const int64_t per_q = (dqk_pad + dv_pad + dv + dqk + 2) * 4, per_kv = (dqk_pad + dv_pad + dqk + dv + 1) * 4;
+    return qr * per_q + kvr * per_kv + row_tiles * static_cast<int64_t>(sizeof(go::RowTile)) +
+           key_tiles * static_cast<int64_t>(sizeof(go::KeyTile)) + (int64_t{64} << 10);  // + each buffer's alignment
   }
+  int64_t bytes(const Piece& pc) const { return bytes(pc.q_end - pc.q_begin, pc.kv_end - pc.kv_begin, pc.row_tiles, pc.key_tiles); }
 };
 
 std::vector<Piece> plan(const Problem& p, const Sequences& s, const Sizes& z, int64_t budget, int64_t* most) {
@@ -139,30 +144,30 @@ std::vector<Piece> plan(const Problem& p, const Sequences& s, const Sizes& z, in
   *most = 0;
   const int64_t units = p.batch * p.heads_kv, g = p.group();
   Piece cur;
-  auto rows_of = [&](int64_t u, int64_t* qr, int64_t* kvr) {
-    const int64_t b = u / p.heads_kv;
-    *qr = g * s.sq(b);
-    *kvr = s.skv(b);
-  };
   for (int64_t u = 0; u < units; ++u) {
-    int64_t qr = 0, kvr = 0;
-    rows_of(u, &qr, &kvr);
-    if (z.bytes(qr, kvr) > budget)
+    const int64_t b = u / p.heads_kv, qr = g * s.sq(b), kvr = s.skv(b);
+    // run()'s descriptors of this unit: a row tile per kRows rows of each query head (one array at
+    // a time), a key tile per kKeys keys.
+    const int64_t rt = g * ((s.sq(b) + kRows - 1) / kRows), kt = (s.skv(b) + kKeys - 1) / kKeys;
+    if (z.bytes(qr, kvr, rt, kt) > budget)
       throw OracleDoesNotFit("GPU replicas: one (sequence, KV head) of this problem (" + std::to_string(qr) +
                              " query rows, " + std::to_string(kvr) + " keys) needs " +
-                             std::to_string(z.bytes(qr, kvr)) + " bytes of device memory; " + std::to_string(budget) +
+                             std::to_string(z.bytes(qr, kvr, rt, kt)) + " bytes of device memory; " + std::to_string(budget) +
                              " are available");
-    if (cur.u1 > cur.u0 && z.bytes(cur.q_end - cur.q_begin + qr, cur.kv_end - cur.kv_begin + kvr) > budget) {
-      *most = std::max(*most, z.bytes(cur.q_end - cur.q_begin, cur.kv_end - cur.kv_begin));
+    if (cur.u1 > cur.u0 &&
+        z.bytes(cur.q_end - cur.q_begin + qr, cur.kv_end - cur.kv_begin + kvr, cur.row_tiles + rt, cur.key_tiles + kt) > budget) {
+      *most = std::max(*most, z.bytes(cur));
       pieces.push_back(cur);
-      cur = {u, u, cur.q_end, cur.q_end, cur.kv_end, cur.kv_end};
+      cur = {u, u, cur.q_end, cur.q_end, cur.kv_end, cur.kv_end, 0, 0};
     }
     cur.u1 = u + 1;
     cur.q_end += qr;
     cur.kv_end += kvr;
+    cur.row_tiles += rt;
+    cur.key_tiles += kt;
   }
   if (cur.u1 > cur.u0) {
-    *most = std::max(*most, z.bytes(cur.q_end - cur.q_begin, cur.kv_end - cur.kv_begin));
+    *most = std::max(*most, z.bytes(cur));
     pieces.push_back(cur);
   }
   return pieces;
