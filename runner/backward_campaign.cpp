@@ -106,9 +106,10 @@ CaseRunner backward_runner(const Variant& v, const CampaignOptions& opt) {
 
 std::optional<std::string> backward_campaign_refusal(const CampaignOptions& opt) {
   // The backward's expected gradients evaluate every row (no row sampling yet), and its baselines
-  // (two replica backwards) run on the CPU whatever the oracle: grown cases would take them hours.
-  if (opt.load) return "--backward with --load: the backward's baselines check every row on the CPU (no sampling yet)";
-  if (opt.big) return "--backward with --big: the backward's baselines check every row on the CPU (no sampling yet)";
+  // run on the CPU wherever the GPU replicas do not cover a problem (or the oracle is the CPU's):
+  // grown cases would take them hours.
+  if (opt.load) return "--backward with --load: the backward's expected gradients evaluate every row (no row sampling yet)";
+  if (opt.big) return "--backward with --big: the backward's expected gradients evaluate every row (no row sampling yet)";
   return std::nullopt;
 }
 
