@@ -17,6 +17,7 @@
 #include "reference/backward_test_util.h"
 #include "reference/gpu_oracle.h"
 #include "reference/gpu_oracle/detail.h"
+#include "reference/gpu_oracle_test_util.h"
 #include "reference/inputs.h"
 #include "reference/naive_backward.h"
 #include "reference/sequences.h"
@@ -25,17 +26,7 @@
 namespace flashcheck {
 namespace {
 
-#define REQUIRE_GPU()                                                                      \
-  do {                                                                                     \
-    if (auto why_ = gpu_oracle_unavailable()) GTEST_SKIP() << "GPU oracle unavailable: " << *why_; \
-  } while (0)
-
-#ifdef FLASHCHECK_GPU_ORACLE_EMULATED
-constexpr bool kEmulated = true;  // every CUDA thread a fiber: fewer, smaller cases
-#else
-constexpr bool kEmulated = false;
-#endif
-int cases(int on_device, int emulated) { return kEmulated ? emulated : on_device; }
+using namespace gpu_oracle_test;
 
 struct Case {
   Problem p;
@@ -254,12 +245,8 @@ TEST(GpuBackwardOracle, BadInputIsNamed) {
   const Inputs in = make_inputs(p, 1, Dist::normal);
   std::vector<float> d_out = random_dout(p, 2);
   d_out.pop_back();
-  try {
-    (void)naive_attention_backward_gpu(p, in, d_out);
-    ADD_FAILURE() << "a short dO was taken";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("dO"), std::string::npos) << e.what();
-  }
+  const std::string why = thrown_message<std::invalid_argument>([&] { (void)naive_attention_backward_gpu(p, in, d_out); }, "a short dO");
+  EXPECT_NE(why.find("dO"), std::string::npos) << why;
 }
 
 }  // namespace

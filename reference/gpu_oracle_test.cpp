@@ -21,6 +21,7 @@
 #include "fuzz/generators.h"
 #include "reference/gpu_oracle/detail.h"
 #include "reference/gpu_oracle_test_bounds.h"
+#include "reference/gpu_oracle_test_util.h"
 #include "reference/mask.h"
 #include "reference/naive.h"
 #include "testing/test_seed.h"
@@ -30,19 +31,7 @@ namespace {
 
 using namespace gpu_oracle_test;
 
-#define REQUIRE_GPU()                                                                      \
-  do {                                                                                     \
-    if (auto why_ = gpu_oracle_unavailable()) GTEST_SKIP() << "GPU oracle unavailable: " << *why_; \
-  } while (0)
-
-#ifdef FLASHCHECK_GPU_ORACLE_EMULATED
-// Built against the host emulation of CUDA (reference/gpu_oracle/emulation): every CUDA thread is a
-// fiber, so the cases are fewer and smaller, and the 2^31-element test is left to real devices.
-constexpr bool kEmulated = true;
-#else
-constexpr bool kEmulated = false;
-#endif
-int cases(int on_device, int emulated) { return kEmulated ? emulated : on_device; }
+// REQUIRE_GPU, kEmulated (the 2^31-element test is left to real devices), cases: gpu_oracle_test_util.h.
 
 // ── Cases ────────────────────────────────────────────────────────────────────────────────────────
 

@@ -39,6 +39,7 @@
 
 #include "reference/backward_test_util.h"
 #include "reference/gpu_oracle.h"
+#include "reference/gpu_oracle_test_util.h"
 #include "reference/gpu_oracle/detail.h"
 #include "reference/inputs.h"
 #include "reference/mask.h"
@@ -54,23 +55,7 @@
 namespace flashcheck {
 namespace {
 
-#define REQUIRE_GPU()                                                                              \
-  do {                                                                                             \
-    if (auto why_ = gpu_oracle_unavailable()) GTEST_SKIP() << "GPU oracle unavailable: " << *why_; \
-  } while (0)
-
-#ifdef FLASHCHECK_GPU_ORACLE_EMULATED
-constexpr bool kEmulated = true;
-#else
-constexpr bool kEmulated = false;
-#endif
-// Fewer, smaller cases: on the host emulation (every CUDA thread a fiber), or on a device under a
-// sanitizer (FLASHCHECK_GPU_TEST_SMALL=1).
-bool small() {
-  static const bool s = kEmulated || std::getenv("FLASHCHECK_GPU_TEST_SMALL") != nullptr;
-  return s;
-}
-int cases(int on_device, int emulated) { return small() ? emulated : on_device; }
+using namespace gpu_oracle_test;
 
 constexpr double kLambda = 8;
 
@@ -625,12 +610,8 @@ TEST(GpuReplicas, BadInputIsNamed) {
   }
   ReplicaConfig f;
   f.block_q = 0;
-  try {
-    (void)replica_attention_gpu(p, in, f);
-    ADD_FAILURE() << "block_q 0 was taken";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("tile sizes"), std::string::npos) << e.what();
-  }
+  const std::string why = thrown_message<std::invalid_argument>([&] { (void)replica_attention_gpu(p, in, f); }, "block_q 0");
+  EXPECT_NE(why.find("tile sizes"), std::string::npos) << why;
 }
 
 }  // namespace

@@ -24,21 +24,6 @@ constexpr int kTile = kBaselineTile;  // rows and keys of a scores tile, rows of
 constexpr int kBK = 8;      // dims (scores) or keys (P·V) per shared-memory stage
 constexpr int kAst = kTile + 4;  // transposed [k][row] stride: rows stay 16-byte aligned
 
-__device__ __forceinline__ float round_to(Round r, float x) {
-  if (r == Round::bf16) return __bfloat162float(__float2bfloat16_rn(x));
-  if (r == Round::f16) return __half2float(__float2half_rn(x));
-  return x;
-}
-
-// exp in fp32, faithfully rounded: the double exp is within 1 ulp of e^x in fp64, far inside half an
-// fp32 ulp, so the conversion lands on one of the two floats around e^x.
-__device__ __forceinline__ float exp_f32(float x) { return static_cast<float>(exp(static_cast<double>(x))); }
-// tanh in fp32, faithfully rounded for the same reason.
-__device__ __forceinline__ float tanh_f32(float x) { return static_cast<float>(tanh(static_cast<double>(x))); }
-
-// std::max(m, s) as the CPU baseline writes it: (m < s) ? s : m, which never takes a NaN.
-__device__ __forceinline__ float cpu_max(float m, float s) { return (m < s) ? s : m; }
-
 // The baseline's score of query row r and (visible) key j from its fp32 dot product `acc`:
 //   s = rd(acc)                 (fp8: acc × (q_descale·k_descale) in fp32, no rounding to fp8)
 //   s = rd(s × scale)           (rd: the dtype, or the output dtype for fp8)

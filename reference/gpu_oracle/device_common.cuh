@@ -88,6 +88,23 @@ __device__ __forceinline__ double visible_max(const double* pmax, const Tile& ti
   return m;
 }
 
+// fp32 helpers of the same-dtype baselines (baseline_kernels.cu) and the replicas (replica_*.cu),
+// which the CPU computes with these very roundings.
+__device__ __forceinline__ float round_to(Round r, float x) {
+  if (r == Round::bf16) return __bfloat162float(__float2bfloat16_rn(x));
+  if (r == Round::f16) return __half2float(__float2half_rn(x));
+  return x;
+}
+
+// exp in fp32, faithfully rounded: the double exp is within 1 ulp of e^x in fp64, far inside half an
+// fp32 ulp, so the conversion lands on one of the two floats around e^x.
+__device__ __forceinline__ float exp_f32(float x) { return static_cast<float>(exp(static_cast<double>(x))); }
+// tanh in fp32, faithfully rounded for the same reason.
+__device__ __forceinline__ float tanh_f32(float x) { return static_cast<float>(tanh(static_cast<double>(x))); }
+
+// std::max(m, s) as the CPU baseline writes it: (m < s) ? s : m, which never takes a NaN.
+__device__ __forceinline__ float cpu_max(float m, float s) { return (m < s) ? s : m; }
+
 #ifndef FCO_HOST_EMULATION
 // D = A·B + D for one 8×8×4 fp64 tile (IEEE fp64 fused multiply-adds). Fragments, per lane
 // (g = lane / 4, t = lane % 4): A[g][t], B[t][g] (k = t), C[g][2t], C[g][2t + 1].

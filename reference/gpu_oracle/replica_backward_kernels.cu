@@ -60,17 +60,17 @@ __device__ __forceinline__ void p_and_ds(float (&s)[4][4], const float (&dp)[4][
       }
       const float x = a.negate ? -s[i][j] : s[i][j];
       const float arg = __fsub_rn(__fmul_rn(x, a.sc), l);
-      const float p = a.use_exp2 ? exp2_f(arg) : exp_f(arg);
+      const float p = a.use_exp2 ? exp2_f(arg) : exp_f32(arg);
       const float g = __fmul_rn(p, __fsub_rn(dp[i][j], d));  // dP times V's descale (1) is dP
       s[i][j] = p;
-      ds[i][j] = a.round_ds ? round_as(a.rd_p, g) : g;
+      ds[i][j] = a.round_ds ? round_to(a.rd_p, g) : g;
     }
   }
 }
 
 __device__ __forceinline__ float grad_out(float acc, float mul, const ReplicaArgs& a) {
   const float x = __fmul_rn(acc, mul);
-  return a.round_grads ? round_as(a.rd_g, x) : x;
+  return a.round_grads ? round_to(a.rd_g, x) : x;
 }
 
 __global__ void __launch_bounds__(kThreads) replica_delta_kernel(const float* __restrict__ d_out,
@@ -139,8 +139,8 @@ __global__ void __launch_bounds__(kThreads) replica_dkdv_kernel(
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           *reinterpret_cast<float4*>(Ps + (4 * ty + i) * kLd64 + 4 * tx) =
-              make_float4(round_as(a.rd_p, s[i][0]), round_as(a.rd_p, s[i][1]), round_as(a.rd_p, s[i][2]),
-                          round_as(a.rd_p, s[i][3]));
+              make_float4(round_to(a.rd_p, s[i][0]), round_to(a.rd_p, s[i][1]), round_to(a.rd_p, s[i][2]),
+                          round_to(a.rd_p, s[i][3]));
       }
       // dV += rd(P)ᵀ·dO and dK += rd(dS)ᵀ·Q over the tile's rows (rows past nq add exact zeros).
       for (int rr = 0; rr < nq; rr += kBK) {

@@ -27,18 +27,10 @@ constexpr int kBK = 16;         // reduction depth of one shared-memory stage
 constexpr int kLd64 = 64 + 4;   // row stride of a 64-wide stage or tile: rows stay 16-byte aligned
 constexpr float kFiniteNegInf = -1073741824.0f;  // replica.cpp's −2^30 running-max fill
 
-__device__ __forceinline__ float round_as(Round r, float x) {
-  if (r == Round::bf16) return __bfloat162float(__float2bfloat16_rn(x));
-  if (r == Round::f16) return __half2float(__float2half_rn(x));
-  return x;
-}
-__device__ __forceinline__ float exp_f(float x) { return static_cast<float>(exp(static_cast<double>(x))); }
 __device__ __forceinline__ float exp2_f(float x) { return static_cast<float>(exp2(static_cast<double>(x))); }
 __device__ __forceinline__ float log2_f(float x) { return static_cast<float>(log2(static_cast<double>(x))); }
 __device__ __forceinline__ float log_f(float x) { return static_cast<float>(log(static_cast<double>(x))); }
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
-// std::max(m, s) as the CPU writes it: (m < s) ? s : m, which never takes a NaN s.
-__device__ __forceinline__ float cpu_max(float m, float s) { return (m < s) ? s : m; }
 
 __device__ __forceinline__ float4 zero4() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
 __device__ __forceinline__ float4 load4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) replica_forward_kernel(const float* 
     row_hi[tid] = real ? a.vis_hi[t.vis0 + t.r0 + tid] : 0;
   }
   const float sc = a.sc;
-  auto ex = [&](float x) { return a.use_exp2 ? exp2_f(x) : exp_f(x); };
+  auto ex = [&](float x) { return a.use_exp2 ? exp2_f(x) : exp_f32(x); };
   const float* const qb = q + (t.q0 + t.r0) * a.dqk_pad;
   float oacc[4][4 * NCV];
   zero(oacc);
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) replica_forward_kernel(const float* 
       for (int j = 0; j < BN; ++j) {
         const float p = Ps[tid * kLdS + j];
         if (j < nk) rs = __fadd_rn(rs, p);
-        PT[j * kLd64 + tid] = a.round_p ? round_as(a.rd_p, p) : p;
+        PT[j * kLd64 + tid] = a.round_p ? round_to(a.rd_p, p) : p;
       }
       row_l[tid] = __fadd_rn(__fmul_rn(row_l[tid], row_corr[tid]), rs);
       row_m[tid] = row_mn[tid];
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) replica_forward_kernel(const float* 
       const int col = 64 * (c >> 2) + 4 * tx + (c & 3);
       if (col >= a.dv) continue;
       const float x = __fmul_rn(oacc[i][c], inv);
-      orow[col] = ok ? (a.round_o ? round_as(a.rd_o, x) : x) : 0.0f;
+      orow[col] = ok ? (a.round_o ? round_to(a.rd_o, x) : x) : 0.0f;
     }
     if (tx == 0) {
       const float ms = __fmul_rn(row_m[row], sc);

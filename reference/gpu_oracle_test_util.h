@@ -1,0 +1,45 @@
+// What the GPU oracle's tests share (gpu_oracle_test.cpp, gpu_oracle_backward_test.cpp,
+// gpu_replica_test.cpp), each built twice: against a device (skipped without one) and against the
+// host emulation of CUDA (FLASHCHECK_GPU_ORACLE_EMULATED: every CUDA thread a fiber, so fewer,
+// smaller cases).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "reference/gpu_oracle.h"
+
+#define REQUIRE_GPU()                                                                              \
+  do {                                                                                             \
+    if (auto why_ = ::flashcheck::gpu_oracle_unavailable()) GTEST_SKIP() << "GPU oracle unavailable: " << *why_; \
+  } while (0)
+
+namespace flashcheck::gpu_oracle_test {
+
+#ifdef FLASHCHECK_GPU_ORACLE_EMULATED
+inline constexpr bool kEmulated = true;
+#else
+inline constexpr bool kEmulated = false;
+#endif
+
+// Fewer, smaller cases: on the host emulation, or on a device under a sanitizer
+// (FLASHCHECK_GPU_TEST_SMALL=1).
+inline bool small() {
+  static const bool s = kEmulated || std::getenv("FLASHCHECK_GPU_TEST_SMALL") != nullptr;
+  return s;
+}
+inline int cases(int on_device, int emulated) { return small() ? emulated : on_device; }
+
+// Runs f, which must throw T, and returns its message ("" and a test failure when it does not).
+template <typename T, typename F>
+std::string thrown_message(F&& f, const char* what) {
+  try {
+    f();
+  } catch (const T& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << what << " was taken";
+  return "";
+}
+
+}  // namespace flashcheck::gpu_oracle_test
