@@ -44,14 +44,7 @@ Case draw_case(uint64_t seed, bool poison) {
   c.p = random_variant_problem(g);
   const int64_t stretch = pick(0, 1) ? pick(1, kEmulated ? 5 : 14) : 1;
   if (stretch > 1 || (!kEmulated && pick(0, 3) == 0)) {
-    Problem q = c.p;
-    auto mul = [&](std::vector<int64_t>& v) {
-      for (int64_t& x : v) x *= stretch;
-    };
-    q.seq_q *= stretch, q.seq_kv *= stretch;
-    mul(q.seqlens_q), mul(q.seqlens_kv), mul(q.seqused_kv);
-    if (q.window.left > 0) q.window.left *= stretch;
-    if (q.window.right > 0) q.window.right *= stretch;
+    Problem q = stretched(c.p, stretch);
     if (!kEmulated && pick(0, 3) == 0) {
       q.head_dim_qk = 8 * pick(1, 32);
       q.head_dim_v = pick(0, 1) ? q.head_dim_qk : 8 * pick(1, 32);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "reference/gpu_oracle.h"
 
@@ -29,6 +30,19 @@ inline bool small() {
   return s;
 }
 inline int cases(int on_device, int emulated) { return small() ? emulated : on_device; }
+
+// p with every length (and a window's bounds) times `factor`, so that a small generated problem
+// spans several of the oracle's 64-row and 64-key tiles; validity is the caller's to check.
+inline Problem stretched(Problem p, int64_t factor) {
+  auto mul = [factor](std::vector<int64_t>& v) {
+    for (int64_t& x : v) x *= factor;
+  };
+  p.seq_q *= factor, p.seq_kv *= factor;
+  mul(p.seqlens_q), mul(p.seqlens_kv), mul(p.seqused_kv);
+  if (p.window.left > 0) p.window.left *= factor;
+  if (p.window.right > 0) p.window.right *= factor;
+  return p;
+}
 
 // Runs f, which must throw T, and returns its message ("" and a test failure when it does not).
 template <typename T, typename F>

@@ -78,15 +78,7 @@ Problem draw_problem(std::mt19937_64& g) {
   p.dtype = std::array{DType::f32, DType::f16, DType::bf16}[static_cast<size_t>(pick(0, 2))];
   p.out_dtype.reset();
   p.descale = Descale::none;
-  Problem q = p;
-  const int64_t stretch = pick(1, small() ? 7 : 20);
-  auto mul = [&](std::vector<int64_t>& v) {
-    for (int64_t& x : v) x *= stretch;
-  };
-  q.seq_q *= stretch, q.seq_kv *= stretch;
-  mul(q.seqlens_q), mul(q.seqlens_kv), mul(q.seqused_kv);
-  if (q.window.left > 0) q.window.left *= stretch;
-  if (q.window.right > 0) q.window.right *= stretch;
+  Problem q = stretched(p, pick(1, small() ? 7 : 20));
   if (pick(0, 2) == 0) {  // head dims past the generator's 32, up to the covered 256
     q.head_dim_qk = 8 * pick(1, small() ? 12 : 32);
     q.head_dim_v = pick(0, 1) ? q.head_dim_qk : 8 * pick(1, small() ? 12 : 32);

@@ -44,9 +44,7 @@ void run_pieces(Job& j, Outputs out) {
     pack_piece(j, pc, h);
     timing.pack_ms += ms_since(t0);
 
-    PieceSize ps(j, pc.t0);
-    for (size_t t = pc.t0; t < pc.t1; ++t) ps.add(j.tiles[t]);
-    const std::vector<int64_t> sz = ps.buffers();
+    const std::vector<int64_t> sz = piece_buffers(j, pc);
     Carve c{dev.arena.as<char>()};
     t0 = Clock::now();
     const PieceInputs in = upload_inputs(c, sz, h, se.stream);

@@ -49,9 +49,7 @@ void run_backward_pieces(Job& j, Result res) {
     pack(h_do, dosrc, j.dv_pad, dv, DType::f32);  // dO exactly as given: fp32 rows
     timing.pack_ms += ms_since(t0);
 
-    PieceSize ps(j, pc.t0);
-    for (size_t t = pc.t0; t < pc.t1; ++t) ps.add(j.tiles[t]);
-    const std::vector<int64_t> sz = ps.buffers();
+    const std::vector<int64_t> sz = piece_buffers(j, pc);
     Carve c{dev.arena.as<char>()};
     t0 = Clock::now();
     const PieceInputs in = upload_inputs(c, sz, h, se.stream);

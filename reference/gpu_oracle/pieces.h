@@ -244,6 +244,13 @@ inline int64_t memory_budget() {
   return std::min<int64_t>(static_cast<int64_t>(free_b) - margin, int64_t{16} << 30);
 }
 
+// A piece's buffer sizes (PieceSize::buffers) from its tiles, as plan_pieces grew them.
+inline std::vector<int64_t> piece_buffers(const Job& j, const Piece& pc) {
+  PieceSize ps(j, pc.t0);
+  for (size_t t = pc.t0; t < pc.t1; ++t) ps.add(j.tiles[t]);
+  return ps.buffers();
+}
+
 // Consecutive tiles while they fit the budget (memory and grid sizes); OracleDoesNotFit when one
 // tile alone does not.
 inline std::vector<Piece> plan_pieces(const Job& j, int64_t budget, double* most_bytes) {
