@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "reference/gpu_oracle.h"
-#include "reference/gpu_oracle/detail.h"
 #include "reference/mask.h"
 #include "reference/score_mod.h"
 #include "reference/sequences.h"
@@ -146,17 +145,7 @@ BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std:
   BackwardExpected e;
   std::vector<std::pair<std::string, double>> laps;
   PhaseTimer clock(laps);
-  // The forward's work measure, over every row: visible pairs' multiply-adds, roughly.
-  double work = 0;
-  for (int64_t b = 0; b < p.batch; ++b)
-    work += static_cast<double>(p.heads_q * p.sq(b)) * static_cast<double>(p.skv(b)) *
-            static_cast<double>(p.head_dim_qk + p.head_dim_v);
-  bool gpu = oracle == OracleChoice::gpu;
-  if (gpu) {
-    if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
-  } else if (oracle == OracleChoice::automatic) {
-    gpu = work >= kGpuOracleWork && !gpu_oracle_unavailable();
-  }
+  const bool gpu = oracle_on_gpu(p, RowSet::all(p), oracle);
   if (gpu) {
     try {
       e.oracle = naive_attention_backward_gpu(p, in, d_out);
@@ -164,10 +153,7 @@ BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std:
       throw CannotTest(std::string("the GPU backward oracle cannot hold this problem: ") + x.what());
     }
     clock.lap("backward oracle (GPU)");
-    const gpu_oracle_detail::Timing g = gpu_oracle_detail::last_timing();  // where its wall time went
-    for (auto [name, ms] : {std::pair{"result alloc", g.result_alloc_ms}, {"pack", g.pack_ms}, {"device alloc", g.alloc_ms},
-                            {"upload", g.h2d_ms}, {"kernels", g.kernel_ms}, {"download and sums", g.d2h_ms}})
-      laps.emplace_back(std::string("  oracle: ") + name, ms / 1e3);
+    add_gpu_timing(laps, "  oracle: ");  // where its wall time went (download: with dK/dV's sums)
   } else {
     e.oracle = naive_attention_backward(p, in, d_out);
     clock.lap("backward oracle (CPU)");

@@ -272,28 +272,33 @@ Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64
   return make_expected(p, in, RowSet::same(p, rows), oracle);
 }
 
-Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle) {
-  Expected r;
+bool oracle_on_gpu(const Problem& p, const RowSet& rows, OracleChoice oracle) {
+  if (oracle == OracleChoice::gpu) {
+    if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
+    return true;
+  }
+  if (oracle != OracleChoice::automatic) return false;
   double work = 0;  // the visible pairs' multiply-adds, roughly: rows × keys × (Dqk + Dv)
   for (int64_t b = 0; b < p.batch; ++b)
     work += static_cast<double>(p.heads_q * rows.count(b)) * static_cast<double>(p.skv(b)) *
             static_cast<double>(p.head_dim_qk + p.head_dim_v);
-  bool gpu = oracle == OracleChoice::gpu;
-  if (oracle == OracleChoice::gpu) {
-    if (auto why = gpu_oracle_unavailable()) throw CannotTest("--oracle gpu: " + *why);
-  } else if (oracle == OracleChoice::automatic) {
-    gpu = work >= kGpuOracleWork && !gpu_oracle_unavailable();
-  }
+  return work >= kGpuOracleWork && !gpu_oracle_unavailable();
+}
+
+void add_gpu_timing(std::vector<std::pair<std::string, double>>& timings, const std::string& prefix) {
+  const gpu_oracle_detail::Timing g = gpu_oracle_detail::last_timing();
+  for (auto [name, ms] : {std::pair{"result alloc", g.result_alloc_ms}, {"pack", g.pack_ms}, {"device alloc", g.alloc_ms},
+                          {"upload", g.h2d_ms}, {"kernels", g.kernel_ms}, {"download", g.d2h_ms}})
+    timings.emplace_back(prefix + name, ms / 1e3);
+}
+
+Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle) {
+  Expected r;
+  const bool gpu = oracle_on_gpu(p, rows, oracle);
   PhaseTimer clock(r.timings);
   auto lap = [&](const char* phase) { clock.lap(phase); };
-  // Where a GPU call's wall time went (host allocation, packing, copies, kernels): sub-phases,
-  // indented, that the callers' totals skip.
-  auto gpu_parts = [&](const char* what) {
-    const gpu_oracle_detail::Timing g = gpu_oracle_detail::last_timing();
-    for (auto [name, ms] : {std::pair{"result alloc", g.result_alloc_ms}, {"pack", g.pack_ms}, {"device alloc", g.alloc_ms},
-                            {"upload", g.h2d_ms}, {"kernels", g.kernel_ms}, {"download", g.d2h_ms}})
-      r.timings.emplace_back(std::string("  ") + what + ": " + name, ms / 1e3);
-  };
+  // Where a GPU call's wall time went: sub-phases, indented, that the callers' totals skip.
+  auto gpu_parts = [&](const char* what) { add_gpu_timing(r.timings, std::string("  ") + what + ": "); };
   if (gpu) {
     try {
       r.oracle = naive_attention_gpu(p, in, rows);

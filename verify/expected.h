@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/inputs.h"
@@ -54,6 +56,13 @@ double score_rounding(int64_t head_dim_qk);
 enum class OracleChoice { automatic, cpu, gpu };
 inline constexpr double kGpuOracleWork = 2e9;  // B·Hq·rows·Skv·(Dqk+Dv) from which `automatic` picks the GPU
 Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle = OracleChoice::cpu);
+// Whether `oracle` puts the fp64 oracle (and its baselines) on the GPU for these rows: `gpu` always
+// (CannotTest naming why when no GPU oracle is usable), `automatic` from kGpuOracleWork on when one is.
+bool oracle_on_gpu(const Problem& p, const RowSet& rows, OracleChoice oracle);
+// Where the calling thread's last GPU oracle call spent its wall time (gpu_oracle_detail::Timing),
+// as phases named prefix + part ("result alloc", "pack", "device alloc", "upload", "kernels",
+// "download"), in seconds.
+void add_gpu_timing(std::vector<std::pair<std::string, double>>& timings, const std::string& prefix);
 // The same rows in every sequence (all when empty).
 Expected make_expected(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {},
                        OracleChoice oracle = OracleChoice::cpu);
