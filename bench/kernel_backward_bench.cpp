@@ -72,7 +72,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kernel_backward_bench: %s is not a built-in kernel with a backward pass\n", kernel.c_str());
     return 125;
   }
-  std::printf("%-26s %10s %10s %9s %10s %9s\n", "shape (bf16)", "fwd ms", "fwd TF", "bwd ms", "bwd min", "bwd TF");
+  // The default mode (atomics allowed), and beside it the deterministic mode where the kernel has one.
+  const bool has_det = def->backward_caps.deterministic;
+  std::printf("%-26s %10s %10s %9s %10s %9s %9s %9s\n", "shape (bf16)", "fwd ms", "fwd TF", "bwd ms", "bwd min", "bwd TF", "det ms",
+              "det TF");
   std::stringstream list(shapes);
   std::string item;
   uint64_t seed = 1;
@@ -99,15 +102,19 @@ int main(int argc, char** argv) {
     Buffer dq(static_cast<size_t>(p.q_elems()) * 2), dk(static_cast<size_t>(p.k_elems()) * 2), dv(static_cast<size_t>(p.v_elems()) * 2);
     const KernelArgs a = contiguous_kernel_args(p, q->p, k->p, v->p, o.p, lse.p, device::stream());
     BackwardArgs g = contiguous_backward_args(p, dout->p, dq.p, dk.p, dv.p);
-    std::vector<float> fwd, bwd;
+    BackwardArgs gd = g;
+    gd.deterministic = true;
+    std::vector<float> fwd, bwd, det;
     for (int i = 0; i < warmup + iters; ++i) {
       const float f = device::time_ms([&] { def->launch2(p, a); });
       const float b = device::time_ms([&] { def->backward(p, a, g); });
-      if (i >= warmup) fwd.push_back(f), bwd.push_back(b);
+      const float d = has_det ? device::time_ms([&] { def->backward(p, a, gd); }) : 0.0f;
+      if (i >= warmup) fwd.push_back(f), bwd.push_back(b), det.push_back(d);
     }
     const double flops = p.flops();
-    std::printf("%-26s %10.3f %10.1f %9.3f %10.3f %9.1f\n", item.c_str(), median(fwd), flops / median(fwd) / 1e9, median(bwd),
-                *std::min_element(bwd.begin(), bwd.end()), 2.5 * flops / median(bwd) / 1e9);
+    std::printf("%-26s %10.3f %10.1f %9.3f %10.3f %9.1f %9.3f %9.1f\n", item.c_str(), median(fwd), flops / median(fwd) / 1e9,
+                median(bwd), *std::min_element(bwd.begin(), bwd.end()), 2.5 * flops / median(bwd) / 1e9, median(det),
+                has_det ? 2.5 * flops / median(det) / 1e9 : 0.0);
   }
   return 0;
 }

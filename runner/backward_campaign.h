@@ -3,8 +3,11 @@
 // inputs alike; the kernel's own forward runs first and its O and LSE feed its backward, as in
 // training; dO comes from the case's seed (reference/inputs.h: make_d_out). The forward's
 // output is judged as in a forward campaign and the gradients with the backward criteria
-// (verify/backward_criteria.h), apart; a kernel that declares a deterministic backward is called
-// kDeterminismCalls times and must give the same bits. Failures shrink and re-run through the
+// (verify/backward_criteria.h), apart. A kernel that declares a deterministic backward has two
+// modes, and each case runs one of them, chosen by its seed (deterministic_mode): the
+// deterministic mode kDeterminismCalls times, which must give the same bits, or the default
+// mode (atomics allowed) once; a kernel's fast default path is judged as much as its
+// deterministic one, and a repro re-runs the same mode. Failures shrink and re-run through the
 // forward campaign's machinery (runner/campaign.h: CaseRunner).
 #pragma once
 #include <cstdint>
@@ -20,6 +23,11 @@ namespace flashcheck {
 CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin = "",
                               KernelWorker* worker = nullptr, const WaitingFn& waiting = {},
                               OracleChoice oracle = OracleChoice::automatic, bool error_maps = false);
+
+// Whether case `c` runs the deterministic mode of a backward with these caps: never for a kernel
+// that does not declare one; for one that does, half the seeds (a bit of a mix of the seed, so it
+// does not follow the seed's low bits other choices read).
+bool deterministic_mode(const Case& c, const BackwardCaps& caps);
 
 // The campaign's runner of backward cases, over backward_space(v.caps(), *v.backward_caps()).
 // Throws CannotTest when the kernel has no backward pass.

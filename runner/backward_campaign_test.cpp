@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -132,19 +133,75 @@ INSTANTIATE_TEST_SUITE_P(Kernels, BrokenBackward,
                          ::testing::Values(Broken{"backward_dq_no_scale", "dq: ", "baseline_relative"},
                                            Broken{"backward_dk_first_head", "dk: ", "baseline_relative"},
                                            Broken{"backward_dv_row_unwritten", "dv: ", "unwritten"},
-                                           Broken{"backward_noisy", "determinism", ""}),
+                                           Broken{"backward_noisy", "determinism", ""},
+                                           Broken{"backward_default_mode_wrong", "dq: ", "baseline_relative"}),
                          [](const auto& info) { return std::string(info.param.kernel); });
+
+// The first case of a campaign whose seed runs the mode asked for (deterministic_mode).
+Case case_in_mode(const Variant& v, const CampaignOptions& o, bool deterministic) {
+  const CaseRunner r = backward_runner(v, o);
+  for (int64_t i = 0;; ++i) {
+    const Case c = campaign_case(space_for(r.space, o), o.seed, i);
+    if (deterministic_mode(c, *v.backward_caps()) == deterministic) return c;
+  }
+}
 
 TEST(BackwardCampaign, NondeterminismFoundInThisProcessToo) {
   auto v = kernel_of(kLib, "backward_noisy");
   ASSERT_TRUE(v);
   const CampaignOptions o = options(0xde7, 1, false);
-  const Case c = campaign_case(space_for(backward_runner(*v, o).space, o), o.seed, 0);
+  const Case c = case_in_mode(*v, o, true);
   const CaseOutcome out = run_backward_case(*v, c, o.max_rows, kLib);
   SCOPED_TRACE(to_text(out));
   ASSERT_TRUE(out.backward);
   const std::vector<std::string> failed = out.failed();
   EXPECT_NE(std::find(failed.begin(), failed.end(), "determinism"), failed.end());
+}
+
+// A kernel that declares a deterministic backward still has a default mode, and a case that runs
+// it calls it once with deterministic=false: backward_noisy (whose second call differs) passes
+// there, with a note saying which mode ran, and backward_default_mode_wrong (right only when
+// asked for determinism) fails its dQ.
+TEST(BackwardCampaign, TheDefaultModeOfADeterministicKernelIsJudgedToo) {
+  auto noisy = kernel_of(kLib, "backward_noisy");
+  auto wrong = kernel_of(kLib, "backward_default_mode_wrong");
+  ASSERT_TRUE(noisy && wrong);
+  // A problem whose dQ is far from 0 (several keys per row), and seeds of either mode.
+  Problem p;
+  p.batch = 1, p.heads_q = 2, p.heads_kv = 1, p.seq_q = 20, p.seq_kv = 24, p.head_dim_qk = p.head_dim_v = 16;
+  p.dtype = DType::f32;
+  auto in_mode = [&](bool deterministic) {
+    Case c{p, Dist::normal, testing::seed_for(0xdef)};
+    while (deterministic_mode(c, *noisy->backward_caps()) != deterministic) ++c.seed;
+    return c;
+  };
+  const CaseOutcome quiet = run_backward_case(*noisy, in_mode(false), 1 << 20, kLib);
+  SCOPED_TRACE(to_text(quiet));
+  ASSERT_TRUE(quiet.backward);
+  EXPECT_TRUE(quiet.passed);
+  EXPECT_NE(std::find_if(quiet.backward->notes.begin(), quiet.backward->notes.end(),
+                         [](const std::string& n) { return n.find("deterministic=false") != std::string::npos; }),
+            quiet.backward->notes.end());
+  const CaseOutcome loud = run_backward_case(*wrong, in_mode(false), 1 << 20, kLib);
+  EXPECT_FALSE(loud.passed) << to_text(loud);
+  const CaseOutcome asked = run_backward_case(*wrong, in_mode(true), 1 << 20, kLib);
+  EXPECT_TRUE(asked.passed) << to_text(asked);
+}
+
+// Half the seeds run the deterministic mode of a kernel that has one; none of a kernel without.
+TEST(BackwardCampaign, DeterministicModeTakesHalfTheSeeds) {
+  BackwardCaps with, without;
+  with.deterministic = true;
+  std::mt19937_64 rng(testing::seed_for(0x5eed));
+  int on = 0;
+  for (int i = 0; i < 4000; ++i) {
+    Case c;
+    c.seed = rng();
+    on += deterministic_mode(c, with);
+    EXPECT_FALSE(deterministic_mode(c, without));
+  }
+  EXPECT_GT(on, 1800);
+  EXPECT_LT(on, 2200);
 }
 
 TEST(BackwardCampaign, AbortingBackwardIsAVerdictWithTheForwardStillJudged) {

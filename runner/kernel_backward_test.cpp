@@ -30,9 +30,14 @@ class KernelBackward : public ::testing::TestWithParam<std::string> {
     if (auto why = v_->unavailable()) GTEST_SKIP() << *why;
     if (!v_->backward_caps()) GTEST_SKIP() << GetParam() << " has no backward pass";
   }
-  // Every row judged (max_rows past any length here); the failure's text names the case.
-  ::testing::AssertionResult passes(const Problem& p, uint64_t seed) const {
-    const CaseOutcome o = run_backward_case(*v_, Case{p, Dist::normal, seed}, int64_t{1} << 20);
+  // Every row judged (max_rows past any length here); the failure's text names the case. The seed
+  // is moved on to one that runs the mode asked for (deterministic_mode: the campaign's choice),
+  // so each test covers both modes of a kernel that has two.
+  ::testing::AssertionResult passes(const Problem& p, uint64_t seed, bool deterministic) const {
+    Case c{p, Dist::normal, seed};
+    while (v_->backward_caps()->deterministic && deterministic_mode(c, *v_->backward_caps()) != deterministic) ++c.seed;
+    const CaseOutcome o = run_backward_case(*v_, c, int64_t{1} << 20);
+    seed = c.seed;
     if (o.skipped) return ::testing::AssertionFailure() << "skipped: " << *o.skipped << "\n  " << to_string(p);
     if (!o.passed) return ::testing::AssertionFailure() << to_text(o) << "\n  seed " << seed;
     return ::testing::AssertionSuccess();
@@ -55,7 +60,7 @@ Problem plain(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv, int64
   return p;
 }
 
-// Every causal alignment, on lengths on and off the 64-row tiles, Sq < Skv and Sq > Skv (rows that
+// Every causal alignment, on lengths on and off the 64-row and 128-key tiles, Sq < Skv and Sq > Skv (rows that
 // see no key under bottom-right, keys no row sees under top-left), GQA groups of 1, 2 and 4.
 TEST_P(KernelBackward, MatchesTheOracleOnEveryAlignment) {
   uint64_t salt = 0;
@@ -64,18 +69,21 @@ TEST_P(KernelBackward, MatchesTheOracleOnEveryAlignment) {
       for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right})
         for (auto [sq, skv] : {std::pair<int64_t, int64_t>{64, 64}, {100, 37}, {37, 150}, {1, 129}, {129, 1}, {200, 200}}) {
           const Problem p = plain(2, 4, (salt % 3 == 0) ? 4 : (salt % 3 == 1) ? 2 : 1, sq, skv, d, c, t);
-          EXPECT_TRUE(passes(p, testing::seed_for(++salt)));
+          ++salt;
+          EXPECT_TRUE(passes(p, testing::seed_for(salt), salt % 2 == 0));
         }
 }
 
 // GQA over a long group walk and several q tiles per KV tile; a long non-causal case with Sq ≠ Skv
-// (a deterministic backward is repeated and compared bit for bit by the case itself).
+// (in the deterministic mode the case itself repeats the backward and compares it bit for bit).
 TEST_P(KernelBackward, SumsEachKvHeadOverItsGroup) {
   uint64_t salt = 100;
   for (DType t : dtypes())
     for (int64_t d : dims()) {
-      EXPECT_TRUE(passes(plain(1, 8, 2, 300, 260, d, Causal::bottom_right, t), testing::seed_for(++salt)));
-      EXPECT_TRUE(passes(plain(2, 4, 2, 333, 517, d, Causal::none, t), testing::seed_for(++salt)));
+      for (bool det : {false, true}) {
+        EXPECT_TRUE(passes(plain(1, 8, 2, 300, 260, d, Causal::bottom_right, t), testing::seed_for(++salt), det));
+        EXPECT_TRUE(passes(plain(2, 4, 2, 333, 517, d, Causal::none, t), testing::seed_for(++salt), det));
+      }
     }
 }
 

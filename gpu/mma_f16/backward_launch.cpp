@@ -48,8 +48,8 @@ void launch_mma_f16_backward_problem(const Problem& p, const KernelArgs& a, cons
   b.causal = p.causal == Causal::none ? 0 : p.causal == Causal::top_left ? 1 : 2;
   b.scale = static_cast<float>(p.softmax_scale());
   const bool bf16 = p.dtype == DType::bf16;
-  if (p.head_dim_qk == 64) kernels::launch_mma_f16_backward<64>(b, bf16, a.stream);
-  else kernels::launch_mma_f16_backward<128>(b, bf16, a.stream);
+  if (p.head_dim_qk == 64) kernels::launch_mma_f16_backward<64>(b, bf16, g.deterministic, a.stream);
+  else kernels::launch_mma_f16_backward<128>(b, bf16, g.deterministic, a.stream);
 }
 
 }  // namespace flashcheck

@@ -1,12 +1,13 @@
-// mma_f16's backward, pass 1: dK and dV of one KV tile, FlashAttention-2's column loop. The CTA
-// holds kBlockN keys (K and V tiles) and walks every (query head of the KV head's group, query
-// tile) whose rows see them, recomputing per step, in the transposed orientation so that each warp
-// owns 16 keys:
-//   Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·scale·log2 e − LSE·log2 e)   (P from the forward's LSE, fp32)
-//   dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − D)                    (D = rowsum(dO ∘ O), bwd_delta.cuh)
-//   dV += Pᵀ·dO, dK += dSᵀ·Q                              (P and dS rounded to the input type)
+// mma_f16's backward, pass 1: dK and dV of one KV tile, FlashAttention-2's column loop (and, in
+// the default mode, dQ's share of it). The CTA holds kBlockN keys (K and V tiles) and walks every
+// (query head of the KV head's group, query tile) whose rows see them, recomputing per step:
+//   S = Q·Kᵀ, P = exp2(S·scale·log2 e − LSE·log2 e)   (P from the forward's LSE, fp32)
+//   dP = dO·Vᵀ, dS = P ∘ (dP − D)                      (D = rowsum(dO ∘ O), bwd_delta.cuh)
+//   dV += Pᵀ·dO, dK += dSᵀ·Q                           (P and dS rounded to the input type)
+//   kAtomicDq: dQ_sum[rows] += dS·K                    (fp32 atomics, bwd_dq_sum.cuh rounds it)
 // and writes dK·scale and dV once, after the loop: a KV head's gradients sum its whole query group
-// in one fixed order (deterministic, no atomics). Keys no row sees get exact zeros.
+// in one fixed order (no atomics). Keys no row sees get exact zeros. The warp grids are in
+// bwd_tile_size.h.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -15,21 +16,70 @@
 #include "gpu/mma_f16/bwd_params.h"
 #include "gpu/mma_f16/bwd_tile_size.h"
 #include "gpu/mma_f16/bwd_tiles.cuh"
+#include "gpu/mma_f16/bwd_warp_gemm.cuh"
 
 namespace flashcheck::kernels::bwd {
 
-template <int D, bool kBf16>
-__global__ void __launch_bounds__(BwdTraits<D>::kThreads) dkdv_kernel(BwdParams p) {
+// Adds a warp's dQ share (rows r0 + 16·mt + lane/4 (+8), columns c0 + 8·nt + 2·(lane % 4) (+1))
+// to the fp32 sum, rows at or past `len` skipped. Pairs go as one 8-byte atomic where the GPU has
+// them (sm_90): half the atomic instructions, which otherwise compete with the loop's loads.
+template <int MT, int NT, int D>
+__device__ __forceinline__ void add_dq(float* sum, int r0, int c0, int len, const float (&acc)[MT][NT][4], int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = r0 + 16 * mt + (lane >> 2) + 8 * hf;
+      if (r >= len) continue;
+      float* row = sum + static_cast<int64_t>(r) * D + c0 + 2 * (lane & 3);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float2*>(row + 8 * nt), make_float2(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1]));
+#else
+        atomicAdd(row + 8 * nt, acc[mt][nt][2 * hf]);
+        atomicAdd(row + 8 * nt + 1, acc[mt][nt][2 * hf + 1]);
+#endif
+      }
+    }
+}
+
+// Writes a warp's share of dK or dV (rows r0 + 16·mt + lane/4 (+8), columns c0 + 8·nt + ...),
+// times `mul`, as 16-bit pairs to rows of a tensor (row i at g + i·ld); rows at or past `len` not
+// written.
+template <bool kBf16, int MT, int NT>
+__device__ __forceinline__ void store_acc(uint16_t* g, int64_t ld, int r0, int c0, int len, const float (&acc)[MT][NT][4], float mul,
+                                          int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = r0 + 16 * mt + (lane >> 2) + 8 * hf;
+      if (r >= len) continue;
+      uint16_t* dst = g + static_cast<int64_t>(r) * ld + c0 + 2 * (lane & 3);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        *reinterpret_cast<uint32_t*>(dst + 8 * nt) = pack2<kBf16>(acc[mt][nt][2 * hf] * mul, acc[mt][nt][2 * hf + 1] * mul);
+    }
+}
+
+template <int D, bool kBf16, bool kAtomicDq>
+__global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBlocks) dkdv_kernel(BwdParams p) {
   using Tr = BwdTraits<D>;
-  constexpr int BN = Tr::kBlockN, BM = Tr::kBlockM, NT = BM / 8, DT = D / 8;
+  constexpr int BN = Tr::kBlockN, BM = Tr::kBlockM, T = Tr::kThreads;
+  constexpr int kSm = BM / 32;      // S, dP: each warp BM/2 rows (m16 tiles) × 32 keys (4 n8 tiles)
+  constexpr int kVn = D / 16;       // dK, dV: each warp 32 keys (2 m16 tiles) × D/2 dims
+  constexpr int kQn = D / 32;       // dQ: each warp BM/2 rows × D/4 dims
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(128) uint16_t smem[];
-  uint16_t* sK = smem;
-  uint16_t* sV = sK + 64 * D;
-  uint16_t* sQ = sV + 64 * D;    // [2][64][D]
-  uint16_t* sdO = sQ + 2 * 64 * D;  // [2][64][D]
-  float* sLse = reinterpret_cast<float*>(sdO + 2 * 64 * D);  // [2][BM]: LSE·log2 e
-  float* sDel = sLse + 2 * BM;                               // [2][BM]: D
+  uint16_t* sK = smem;                // [BN][D]
+  uint16_t* sV = sK + BN * D;         // [BN][D]
+  uint16_t* sQ = sV + BN * D;         // [2][BM][D]
+  uint16_t* sdO = sQ + 2 * BM * D;    // [2][BM][D]
+  uint16_t* sP = sdO + 2 * BM * D;    // [BM][BN]: P of the step, rounded
+  uint16_t* sdS = sP + BM * BN;       // [BM][BN]: dS of the step, rounded
+  float* sLse = reinterpret_cast<float*>(sdS + BM * BN);  // [2][BM]: LSE·log2 e
+  float* sDel = sLse + 2 * BM;                            // [2][BM]: D
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n0 = blockIdx.x * BN, hk = blockIdx.y, b = blockIdx.z;
@@ -39,15 +89,19 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads) dkdv_kernel(BwdParams 
   const int first_row = p.causal ? max(0, n0 - off) : 0;
   const int t_begin = first_row / BM, t_count = first_row < p.seq_q ? (p.seq_q + BM - 1) / BM - t_begin : 0;
   const int steps = group * t_count;
+  // The warp grids: S/dP rows sr0.. × keys sc0..; dK/dV keys kr0.. × dims kc0..; dQ rows qr0.. × dims qc0...
+  const int sr0 = (warp >> 2) * (BM / 2), sc0 = (warp & 3) * 32;
+  const int kr0 = (warp >> 1) * 32, kc0 = (warp & 1) * (D / 2);
+  const int qr0 = (warp >> 2) * (BM / 2), qc0 = (warp & 3) * (D / 4);
 
-  load_rows<D, Tr::kThreads>(sK, row0_of(p.k, p.sk_, b, hk), p.sk_.seq, n0, p.seq_kv, tid);
-  load_rows<D, Tr::kThreads>(sV, row0_of(p.v, p.sv_, b, hk), p.sv_.seq, n0, p.seq_kv, tid);
+  load_rows<D, T, BN>(sK, row0_of(p.k, p.sk_, b, hk), p.sk_.seq, n0, p.seq_kv, tid);
+  load_rows<D, T, BN>(sV, row0_of(p.v, p.sv_, b, hk), p.sv_.seq, n0, p.seq_kv, tid);
   // Step s: query head hk·group + s / t_count, query tile t_begin + s % t_count.
   auto prefetch = [&](int s) {
     const int st = s & 1, h = hk * group + s / t_count, m0 = (t_begin + s % t_count) * BM;
-    load_rows<D, Tr::kThreads>(sQ + st * 64 * D, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
-    load_rows<D, Tr::kThreads>(sdO + st * 64 * D, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
-    for (int r = tid; r < BM; r += Tr::kThreads) {
+    load_rows<D, T, BM>(sQ + st * BM * D, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
+    load_rows<D, T, BM>(sdO + st * BM * D, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
+    for (int r = tid; r < BM; r += T) {
       const int i = m0 + r;
       const bool ok = i < p.seq_q;
       const float* lse = p.lse + static_cast<int64_t>(b) * p.slse_.outer + static_cast<int64_t>(h) * p.slse_.head;
@@ -58,57 +112,73 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads) dkdv_kernel(BwdParams 
   if (steps > 0) prefetch(0);
   cp_async_commit();
 
-  float dk[DT][4], dv[DT][4];
-#pragma unroll
-  for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.0f;
+  float dk[2][kVn][4], dv[2][kVn][4];
+  zero(dk);
+  zero(dv);
 
   const float scale_log2 = p.scale * kLog2e;
-  const int key_lo = n0 + 16 * warp + (lane >> 2);  // this thread's keys: key_lo and key_lo + 8
   for (int s = 0; s < steps; ++s) {
-    const int st = s & 1, m0 = (t_begin + s % t_count) * BM;
+    const int st = s & 1, h = hk * group + s / t_count, m0 = (t_begin + s % t_count) * BM;
     if (s + 1 < steps) prefetch(s + 1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const uint16_t* q = sQ + st * 64 * D;
-    const uint16_t* dO = sdO + st * 64 * D;
+    const uint16_t* q = sQ + st * BM * D;
+    const uint16_t* dO = sdO + st * BM * D;
     const float* lse2 = sLse + st * BM;
     const float* del = sDel + st * BM;
 
-    float pt[NT][4], dpt[NT][4];
+    {
+      float sc[kSm][4][4], dp[kSm][4][4];
+      zero(sc);
+      zero(dp);
+      warp_gemm<kBf16, kSm, 4, D / 16>(sc, RowA<D>{q, sr0}, KeyB<D>{sK, sc0}, lane);
+      warp_gemm<kBf16, kSm, 4, D / 16>(dp, RowA<D>{dO, sr0}, KeyB<D>{sV, sc0}, lane);
+      // Masking only where a key of the tile can be hidden from a row of the step: the tile's last
+      // keys, the query tile's last rows, and causal tiles the diagonal crosses.
+      const bool edge = n0 + BN > p.seq_kv || m0 + BM > p.seq_q || (p.causal && m0 + off < n0 + BN - 1);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int mt = 0; mt < kSm; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) pt[nt][e] = dpt[nt][e] = 0.0f;
-    gemm_tiles<D, kBf16, NT>(pt, sK, 16 * warp, q, lane);   // Sᵀ
-    gemm_tiles<D, kBf16, NT>(dpt, sV, 16 * warp, dO, lane);  // dPᵀ
-    // Masking only where a key of the tile can be hidden from a row of the step: the tile's last
-    // keys, the query tile's last rows, and causal tiles the diagonal crosses.
-    const bool edge = n0 + BN > p.seq_kv || m0 + BM > p.seq_q || (p.causal && m0 + off < n0 + BN - 1);
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = sr0 + 16 * mt + (lane >> 2) + 8 * hf, row = m0 + r;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+          for (int nt = 0; nt < 4; ++nt) {
+            const int c = sc0 + 8 * nt + 2 * (lane & 3);
+            float pv[2], ds[2];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = 8 * nt + 2 * (lane & 3) + (e & 1), key = key_lo + 8 * (e >> 1), row = m0 + c;
-        const bool hidden = edge && (key >= p.seq_kv || row >= p.seq_q || (p.causal && key > row + off));
-        const float pv = exp2f(pt[nt][e] * scale_log2 - lse2[c]);
-        // Hidden pairs are zeros, not products with zero: 0·NaN from a NaN the row never sees
-        // (or exp2 of a −inf LSE's +inf) would reach the gradients.
-        pt[nt][e] = hidden ? 0.0f : pv;
-        dpt[nt][e] = hidden ? 0.0f : pv * (dpt[nt][e] - del[c]);  // dSᵀ
-      }
-    gemm_acc_tile<D, kBf16, NT>(dv, pt, dO, lane);
-    gemm_acc_tile<D, kBf16, NT>(dk, dpt, q, lane);
-    __syncthreads();  // every warp is done with stage st before step s + 2's prefetch refills it
+            for (int e = 0; e < 2; ++e) {
+              const int key = n0 + c + e;
+              const bool hidden = edge && (key >= p.seq_kv || row >= p.seq_q || (p.causal && key > row + off));
+              const float x = exp2f(sc[mt][nt][2 * hf + e] * scale_log2 - lse2[r]);
+              // Hidden pairs are zeros, not products with zero: 0·NaN from a NaN the row never
+              // sees (or exp2 of a −inf LSE's +inf) would reach the gradients.
+              pv[e] = hidden ? 0.0f : x;
+              ds[e] = hidden ? 0.0f : x * (dp[mt][nt][2 * hf + e] - del[r]);
+            }
+            const int at = r * BN + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);  // the tiles' swizzle
+            *reinterpret_cast<uint32_t*>(sP + at) = pack2<kBf16>(pv[0], pv[1]);
+            *reinterpret_cast<uint32_t*>(sdS + at) = pack2<kBf16>(ds[0], ds[1]);
+          }
+        }
+    }
+    __syncthreads();  // P and dS of the step are whole
+    warp_gemm<kBf16, 2, kVn, BM / 16>(dv, TransA<BN>{sP, kr0}, DimB<D>{dO, kc0}, lane);
+    warp_gemm<kBf16, 2, kVn, BM / 16>(dk, TransA<BN>{sdS, kr0}, DimB<D>{q, kc0}, lane);
+    if constexpr (kAtomicDq) {
+      float dq[kSm][kQn][4];
+      zero(dq);
+      warp_gemm<kBf16, kSm, kQn, BN / 16>(dq, RowA<BN>{sdS, qr0}, DimB<D>{sK, qc0}, lane);
+      add_dq<kSm, kQn, D>(p.dq_sum + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q * D, m0 + qr0, qc0, p.seq_q, dq, lane);
+    }
+    __syncthreads();  // every warp is done with stage st, P and dS before the next step refills them
   }
   cp_async_wait<0>();
 
-  store_rows<D, kBf16>(static_cast<uint16_t*>(p.dk) + static_cast<int64_t>(b) * p.sdk_.outer + static_cast<int64_t>(hk) * p.sdk_.head,
-                       p.sdk_.seq, n0 + 16 * warp, p.seq_kv, dk, p.scale, lane);
-  store_rows<D, kBf16>(static_cast<uint16_t*>(p.dv) + static_cast<int64_t>(b) * p.sdv_.outer + static_cast<int64_t>(hk) * p.sdv_.head,
-                       p.sdv_.seq, n0 + 16 * warp, p.seq_kv, dv, 1.0f, lane);
+  store_acc<kBf16>(static_cast<uint16_t*>(p.dk) + static_cast<int64_t>(b) * p.sdk_.outer + static_cast<int64_t>(hk) * p.sdk_.head,
+                   p.sdk_.seq, n0 + kr0, kc0, p.seq_kv, dk, p.scale, lane);
+  store_acc<kBf16>(static_cast<uint16_t*>(p.dv) + static_cast<int64_t>(b) * p.sdv_.outer + static_cast<int64_t>(hk) * p.sdv_.head,
+                   p.sdv_.seq, n0 + kr0, kc0, p.seq_kv, dv, 1.0f, lane);
 }
 
 }  // namespace flashcheck::kernels::bwd

@@ -1,5 +1,6 @@
-// mma_f16's backward, pass 2: dQ of one query tile, FlashAttention-2's row loop without atomics.
-// Each warp owns 16 query rows and walks the KV tiles they see, recomputing
+// mma_f16's backward, pass 2 of the deterministic mode (bwd_tile_size.h): dQ of one query tile,
+// FlashAttention-2's row loop without atomics. Each warp owns 16 query rows and walks the KV tiles
+// they see, recomputing
 //   S = Q·Kᵀ, P = exp2(S·scale·log2 e − LSE·log2 e), dP = dO·Vᵀ, dS = P ∘ (dP − D)
 // and accumulating dQ += dS·K (dS rounded to the input type) in fp32, in key order: one writer per
 // dQ element, so dQ is bitwise the same from run to run.
@@ -15,7 +16,7 @@
 namespace flashcheck::kernels::bwd {
 
 template <int D, bool kBf16>
-__global__ void __launch_bounds__(BwdTraits<D>::kThreads) dq_kernel(BwdParams p) {
+__global__ void __launch_bounds__(BwdTraits<D>::kThreadsQ) dq_kernel(BwdParams p) {
   using Tr = BwdTraits<D>;
   constexpr int BM = Tr::kBlockMq, BN = Tr::kBlockNq, NT = BN / 8, DT = D / 8;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -34,13 +35,13 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads) dq_kernel(BwdParams p)
   const int kv_end = p.causal ? max(0, min(p.seq_kv, last_row + off + 1)) : p.seq_kv;
   const int n_tiles = (kv_end + BN - 1) / BN;
 
-  load_rows<D, Tr::kThreads>(sQ, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
-  load_rows<D, Tr::kThreads>(sdO, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
+  load_rows<D, Tr::kThreadsQ>(sQ, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
+  load_rows<D, Tr::kThreadsQ>(sdO, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
   const uint16_t* gk = row0_of(p.k, p.sk_, b, hk);
   const uint16_t* gv = row0_of(p.v, p.sv_, b, hk);
   if (n_tiles > 0) {
-    load_rows<D, Tr::kThreads>(sK, gk, p.sk_.seq, 0, p.seq_kv, tid);
-    load_rows<D, Tr::kThreads>(sV, gv, p.sv_.seq, 0, p.seq_kv, tid);
+    load_rows<D, Tr::kThreadsQ>(sK, gk, p.sk_.seq, 0, p.seq_kv, tid);
+    load_rows<D, Tr::kThreadsQ>(sV, gv, p.sv_.seq, 0, p.seq_kv, tid);
   }
   cp_async_commit();
 
@@ -65,8 +66,8 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads) dq_kernel(BwdParams p)
   for (int t = 0; t < n_tiles; ++t) {
     const int st = t & 1, n0 = t * BN;
     if (t + 1 < n_tiles) {
-      load_rows<D, Tr::kThreads>(sK + (st ^ 1) * 64 * D, gk, p.sk_.seq, n0 + BN, p.seq_kv, tid);
-      load_rows<D, Tr::kThreads>(sV + (st ^ 1) * 64 * D, gv, p.sv_.seq, n0 + BN, p.seq_kv, tid);
+      load_rows<D, Tr::kThreadsQ>(sK + (st ^ 1) * 64 * D, gk, p.sk_.seq, n0 + BN, p.seq_kv, tid);
+      load_rows<D, Tr::kThreadsQ>(sV + (st ^ 1) * 64 * D, gv, p.sv_.seq, n0 + BN, p.seq_kv, tid);
     }
     cp_async_commit();
     cp_async_wait<1>();

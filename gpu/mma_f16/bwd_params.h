@@ -16,14 +16,16 @@ struct BwdParams {
   const float* lse;  // base e (mma_f16's LSE)
   RowStrides3 sq_, sk_, sv_, so_, sdo_, sdq_, sdk_, sdv_, slse_;
   float* delta;      // workspace [B, Hq, Sq] contiguous: D = rowsum(dO ∘ O) in fp32
+  float* dq_sum;     // workspace [B, Hq, Sq, D] contiguous: dQ/scale summed by atomics (default mode)
   int batch, heads_q, heads_kv, seq_q, seq_kv;
   int causal;        // 0 none, 1 top_left, 2 bottom_right
   float scale;       // softmax scale
 };
 
-// One launch per (head dim, dtype): D = rowsum(dO∘O), then dK/dV per KV tile, then dQ per query
-// tile, on `stream` (cudaStream_t). Throws std::runtime_error on a CUDA error.
+// One launch per (head dim, dtype): D = rowsum(dO∘O), then dK/dV per KV tile with dQ summed by
+// atomics and rounded by a last pass, or (deterministic) dK/dV, then dQ per query tile; on
+// `stream` (cudaStream_t). Throws std::runtime_error on a CUDA error.
 template <int D>
-void launch_mma_f16_backward(const BwdParams& p, bool bf16, void* stream);
+void launch_mma_f16_backward(const BwdParams& p, bool bf16, bool deterministic, void* stream);
 
 }  // namespace flashcheck::kernels

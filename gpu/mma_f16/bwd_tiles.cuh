@@ -21,13 +21,13 @@ __device__ __forceinline__ uint32_t chunk_addr(const uint16_t* tile, int row, in
   return smem_u32(tile + row * D + ((chunk ^ (row & 7)) << 3));
 }
 
-// Rows [r0, r0 + 64) of a tensor whose row i starts at g + i·ld elements, into a swizzled tile;
-// rows at or past `len` become zeros without being read.
-template <int D, int kThreads>
+// Rows [r0, r0 + kRows) of a tensor whose row i starts at g + i·ld elements, into a swizzled
+// tile; rows at or past `len` become zeros without being read.
+template <int D, int kThreads, int kRows = 64>
 __device__ __forceinline__ void load_rows(uint16_t* tile, const uint16_t* g, int64_t ld, int r0, int len, int tid) {
   constexpr int kChunks = D / 8;
 #pragma unroll
-  for (int x = tid; x < 64 * kChunks; x += kThreads) {
+  for (int x = tid; x < kRows * kChunks; x += kThreads) {
     const int r = x / kChunks, c = x % kChunks;
     const bool ok = r0 + r < len;
     const uint16_t* src = ok ? g + static_cast<int64_t>(r0 + r) * ld + c * 8 : g;
@@ -39,6 +39,14 @@ __device__ __forceinline__ void load_rows(uint16_t* tile, const uint16_t* g, int
 template <int D>
 __device__ __forceinline__ void frag_a(uint32_t (&a)[4], const uint16_t* tile, int m0, int kk, int lane) {
   ldmatrix_x4(a, chunk_addr<D>(tile, m0 + (lane & 15), 2 * kk + (lane >> 4)));
+}
+
+// A fragment of Aᵀ's tile (the tile holds k rows of m columns: P or dS stored [row][key] read as
+// Pᵀ or dSᵀ): matrix j of the ldmatrix is (m 8·(j & 1).., k 8·(j >> 1)..), which .trans turns into
+// the row-major fragment.
+template <int LD>
+__device__ __forceinline__ void frag_a_trans(uint32_t (&a)[4], const uint16_t* tile, int m0, int kk, int lane) {
+  ldmatrix_x4_trans(a, chunk_addr<LD>(tile, 16 * kk + (lane & 7) + ((lane >> 4) << 3), (m0 >> 3) + ((lane >> 3) & 1)));
 }
 
 // B fragments of two n8 tiles (rows n0..n0+15 of the tile are B's columns, 16·kk.. its k): b[0], b[1]

@@ -32,7 +32,7 @@ KernelDef mma_f16() {
                 kernels::launch_mma_f16(kernels::make_params(p, q, k, v, o, lse), p.dtype == DType::bf16, stream);
               }};
   d.launch2 = launch_mma_f16_problem;
-  // FlashAttention-2's backward in two deterministic passes (bwd_tile_size.h), plain problems.
+  // FlashAttention-2's backward (bwd_tile_size.h): atomic dQ, or a deterministic mode; plain problems.
   d.backward = launch_mma_f16_backward_problem;
   d.backward_caps = mma_f16_backward_caps();
   return d;

@@ -15,7 +15,7 @@
 
 #include "flashcheck_plugin.h"
 
-typedef enum { CORRECT, DQ_NO_SCALE, DK_FIRST_HEAD, DV_ROW_UNWRITTEN, NOISY_REPEATS, ABORTS } flaw_t;
+typedef enum { CORRECT, DQ_NO_SCALE, DK_FIRST_HEAD, DV_ROW_UNWRITTEN, NOISY_REPEATS, ABORTS, DEFAULT_MODE_DQ_NO_SCALE } flaw_t;
 
 static float load(const void* base, int64_t i, fc_dtype d) {
   uint32_t u;
@@ -166,7 +166,10 @@ static int backward(const fc_problem2* p, const fc_forward_args* a, const fc_bac
           if (flaw != DK_FIRST_HEAD || h % group == 0)
             for (int64_t c = 0; c < Dk; ++c) dk[(hk * Sk + j) * Dk + c] += scale * dS * load(a->q.data, at(&a->q, b, h, i, c), d);
         }
-        const double dq_scale = flaw == DQ_NO_SCALE ? 1.0 : scale;
+        /* DEFAULT_MODE_DQ_NO_SCALE: right when deterministic gradients are asked for, wrong in the
+         * default mode (as a kernel whose fast atomic path and deterministic path differ). */
+        const int unscaled = flaw == DQ_NO_SCALE || (flaw == DEFAULT_MODE_DQ_NO_SCALE && !g->deterministic);
+        const double dq_scale = unscaled ? 1.0 : scale;
         for (int64_t j = 0; j < hi; ++j)
           for (int64_t c = 0; c < Dk; ++c) dq[i * Dk + c] += dq_scale * s[j] * load(a->k.data, at(&a->k, b, hk, j, c), d);
       }
@@ -200,6 +203,9 @@ static int dv_row_unwritten(const fc_problem2* p, const fc_forward_args* a, cons
 }
 static int noisy(const fc_problem2* p, const fc_forward_args* a, const fc_backward_args* g) { return backward(p, a, g, NOISY_REPEATS); }
 static int aborts(const fc_problem2* p, const fc_forward_args* a, const fc_backward_args* g) { return backward(p, a, g, ABORTS); }
+static int default_mode_wrong(const fc_problem2* p, const fc_forward_args* a, const fc_backward_args* g) {
+  return backward(p, a, g, DEFAULT_MODE_DQ_NO_SCALE);
+}
 
 /* Plain attention, every causal mode, GQA, any head dim; finite inputs only (the backward above
  * does not promise the oracle's NaN propagation). */
@@ -222,6 +228,7 @@ static const fc_kernel2 kKernels[] = {
     KERNEL("backward_dv_row_unwritten", dv_row_unwritten, 0),
     KERNEL("backward_noisy", noisy, FC_KERNEL_DETERMINISTIC_BACKWARD),
     KERNEL("backward_aborts", aborts, 0),
+    KERNEL("backward_default_mode_wrong", default_mode_wrong, FC_KERNEL_DETERMINISTIC_BACKWARD),
     KERNEL("forward_only", NULL, 0),
 };
 
