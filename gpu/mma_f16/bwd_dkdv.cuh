@@ -12,11 +12,13 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "gpu/mma_f16/bwd_params.h"
 #include "gpu/mma_f16/bwd_tile_size.h"
 #include "gpu/mma_f16/bwd_tiles.cuh"
 #include "gpu/mma_f16/bwd_warp_gemm.cuh"
+#include "gpu/mma_f16/softmax.cuh"
 
 namespace flashcheck::kernels::bwd {
 
@@ -78,7 +80,7 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
   uint16_t* sdO = sQ + 2 * BM * D;    // [2][BM][D]
   uint16_t* sP = sdO + 2 * BM * D;    // [BM][BN]: P of the step, rounded
   uint16_t* sdS = sP + BM * BN;       // [BM][BN]: dS of the step, rounded
-  float* sLse = reinterpret_cast<float*>(sdS + BM * BN);  // [2][BM]: LSE·log2 e
+  float* sLse = reinterpret_cast<float*>(sdS + BM * BN);  // [2][BM]: LSE (base e)
   float* sDel = sLse + 2 * BM;                            // [2][BM]: D
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -101,12 +103,14 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
     const int st = s & 1, h = hk * group + s / t_count, m0 = (t_begin + s % t_count) * BM;
     load_rows<D, T, BM>(sQ + st * BM * D, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
     load_rows<D, T, BM>(sdO + st * BM * D, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
+    // LSE and D by cp.async too: a plain load stored to shared memory would hold its threads (and
+    // at the next barrier every warp) for a global latency on every step.
     for (int r = tid; r < BM; r += T) {
       const int i = m0 + r;
       const bool ok = i < p.seq_q;
       const float* lse = p.lse + static_cast<int64_t>(b) * p.slse_.outer + static_cast<int64_t>(h) * p.slse_.head;
-      sLse[st * BM + r] = ok ? lse[static_cast<int64_t>(i) * p.slse_.seq] * kLog2e : 0.0f;
-      sDel[st * BM + r] = ok ? p.delta[(static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + i] : 0.0f;
+      cp_async_4(sLse + st * BM + r, ok ? lse + static_cast<int64_t>(i) * p.slse_.seq : p.lse, ok);
+      cp_async_4(sDel + st * BM + r, ok ? p.delta + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + i : p.delta, ok);
     }
   };
   if (steps > 0) prefetch(0);
@@ -125,50 +129,61 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
     __syncthreads();
     const uint16_t* q = sQ + st * BM * D;
     const uint16_t* dO = sdO + st * BM * D;
-    const float* lse2 = sLse + st * BM;
+    const float* lse = sLse + st * BM;
     const float* del = sDel + st * BM;
 
     {
       float sc[kSm][4][4], dp[kSm][4][4];
       zero(sc);
       zero(dp);
-      warp_gemm<kBf16, kSm, 4, D / 16>(sc, RowA<D>{q, sr0}, KeyB<D>{sK, sc0}, lane);
-      warp_gemm<kBf16, kSm, 4, D / 16>(dp, RowA<D>{dO, sr0}, KeyB<D>{sV, sc0}, lane);
+      warp_gemm<kBf16, kSm, 4, D / 16>(sc, RowA<D>(q, sr0, lane), KeyB<D>(sK, sc0, lane), lane);
+      warp_gemm<kBf16, kSm, 4, D / 16>(dp, RowA<D>(dO, sr0, lane), KeyB<D>(sV, sc0, lane), lane);
       // Masking only where a key of the tile can be hidden from a row of the step: the tile's last
-      // keys, the query tile's last rows, and causal tiles the diagonal crosses.
+      // keys, the query tile's last rows, and causal tiles the diagonal crosses; the other steps
+      // run a copy of the loop without the tests.
       const bool edge = n0 + BN > p.seq_kv || m0 + BM > p.seq_q || (p.causal && m0 + off < n0 + BN - 1);
+      // This thread's pairs of P and dS go to rows sr0 + 16·mt + lane/4 (+8), chunk sc0/8 + nt,
+      // bytes 4·(lane % 4): one address XOR (nt << 4) (sc0/8 is a multiple of 4, nt < 4).
+      const uint32_t at0 = smem_u32(sP) + (sr0 + (lane >> 2)) * (2 * BN) + ((((sc0 >> 3)) ^ (lane >> 2)) << 4) + 4 * (lane & 3);
+      constexpr uint32_t kPairBytes = 2 * BM * BN;  // sdS follows sP
+      auto scores_to_pairs = [&](auto masked) {
 #pragma unroll
-      for (int mt = 0; mt < kSm; ++mt)
+        for (int mt = 0; mt < kSm; ++mt)
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = sr0 + 16 * mt + (lane >> 2) + 8 * hf, row = m0 + r;
+          for (int hf = 0; hf < 2; ++hf) {
+            const int r = sr0 + 16 * mt + (lane >> 2) + 8 * hf, row = m0 + r;
+            const float lse2 = lse[r] * kLog2e, d = del[r];
 #pragma unroll
-          for (int nt = 0; nt < 4; ++nt) {
-            const int c = sc0 + 8 * nt + 2 * (lane & 3);
-            float pv[2], ds[2];
+            for (int nt = 0; nt < 4; ++nt) {
+              float pv[2], ds[2];
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int key = n0 + c + e;
-              const bool hidden = edge && (key >= p.seq_kv || row >= p.seq_q || (p.causal && key > row + off));
-              const float x = exp2f(sc[mt][nt][2 * hf + e] * scale_log2 - lse2[r]);
-              // Hidden pairs are zeros, not products with zero: 0·NaN from a NaN the row never
-              // sees (or exp2 of a −inf LSE's +inf) would reach the gradients.
-              pv[e] = hidden ? 0.0f : x;
-              ds[e] = hidden ? 0.0f : x * (dp[mt][nt][2 * hf + e] - del[r]);
+              for (int e = 0; e < 2; ++e) {
+                const float x = exp2_ftz(sc[mt][nt][2 * hf + e] * scale_log2 - lse2);
+                pv[e] = x;
+                ds[e] = x * (dp[mt][nt][2 * hf + e] - d);
+                if constexpr (decltype(masked)::value) {
+                  const int key = n0 + sc0 + 8 * nt + 2 * (lane & 3) + e;
+                  // Hidden pairs are zeros, not products with zero: 0·NaN from a NaN the row never
+                  // sees (or exp2 of a −inf LSE's +inf) would reach the gradients.
+                  if (key >= p.seq_kv || row >= p.seq_q || (p.causal && key > row + off)) pv[e] = ds[e] = 0.0f;
+                }
+              }
+              const uint32_t at = (at0 + (16 * mt + 8 * hf) * (2 * BN)) ^ (nt << 4);
+              st_shared_u32(at, pack2<kBf16>(pv[0], pv[1]));
+              st_shared_u32(at + kPairBytes, pack2<kBf16>(ds[0], ds[1]));
             }
-            const int at = r * BN + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);  // the tiles' swizzle
-            *reinterpret_cast<uint32_t*>(sP + at) = pack2<kBf16>(pv[0], pv[1]);
-            *reinterpret_cast<uint32_t*>(sdS + at) = pack2<kBf16>(ds[0], ds[1]);
           }
-        }
+      };
+      if (edge) scores_to_pairs(std::true_type{});
+      else scores_to_pairs(std::false_type{});
     }
     __syncthreads();  // P and dS of the step are whole
-    warp_gemm<kBf16, 2, kVn, BM / 16>(dv, TransA<BN>{sP, kr0}, DimB<D>{dO, kc0}, lane);
-    warp_gemm<kBf16, 2, kVn, BM / 16>(dk, TransA<BN>{sdS, kr0}, DimB<D>{q, kc0}, lane);
+    warp_gemm<kBf16, 2, kVn, BM / 16>(dv, TransA<BN>(sP, kr0, lane), DimB<D>(dO, kc0, lane), lane);
+    warp_gemm<kBf16, 2, kVn, BM / 16>(dk, TransA<BN>(sdS, kr0, lane), DimB<D>(q, kc0, lane), lane);
     if constexpr (kAtomicDq) {
       float dq[kSm][kQn][4];
       zero(dq);
-      warp_gemm<kBf16, kSm, kQn, BN / 16>(dq, RowA<BN>{sdS, qr0}, DimB<D>{sK, qc0}, lane);
+      warp_gemm<kBf16, kSm, kQn, BN / 16>(dq, RowA<BN>(sdS, qr0, lane), DimB<D>(sK, qc0, lane), lane);
       add_dq<kSm, kQn, D>(p.dq_sum + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q * D, m0 + qr0, qc0, p.seq_q, dq, lane);
     }
     __syncthreads();  // every warp is done with stage st, P and dS before the next step refills them

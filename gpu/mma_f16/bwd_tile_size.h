@@ -24,7 +24,9 @@ struct BwdTraits {
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = 128;          // keys per CTA
-  static constexpr int kBlockM = 64;           // query rows per step
+  // Query rows per step: 128 at D = 64, where the step's S and dP fit beside the smaller dK and dV
+  // (FA2's choice there too): half the steps, each key tile read against twice the rows.
+  static constexpr int kBlockM = D == 64 ? 128 : 64;
   static constexpr int kMinBlocks = 1;  // CTAs per SM the registers are sized for (2 at D = 64 spilled ~300 bytes)
   static constexpr size_t kKeyTile = size_t(kBlockN) * D * 2;
   static constexpr size_t kRowTile = size_t(kBlockM) * D * 2;

@@ -35,6 +35,10 @@ __device__ __forceinline__ void load_rows(uint16_t* tile, const uint16_t* g, int
   }
 }
 
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
+}
+
 // A fragment (16×16, row-major in the tile: rows m0.., columns 16·kk..).
 template <int D>
 __device__ __forceinline__ void frag_a(uint32_t (&a)[4], const uint16_t* tile, int m0, int kk, int lane) {

@@ -11,40 +11,60 @@
 
 namespace flashcheck::kernels::bwd {
 
-// A from a tile of LD-wide rows holding A row-major: rows m0.. of this warp.
+// Each reader holds one shared-memory address per lane, computed once: in the swizzled tiles the
+// chunk (c0 + j) ^ (r % 8) of a row r = r0 + (lane's row) with r0 % 8 == 0 is (c0 ^ j) ^ (r % 8)
+// whenever c0's bits and the step's j's do not overlap, so each step is that base plus a row
+// offset (an immediate of the ldmatrix) XOR a compile-time chunk offset: one LOP3 per ldmatrix
+// where the generic chunk_addr spent five (with 18% of the first build's instructions HMMAs, the
+// address arithmetic was a third of the rest: PERF.md session 12). Valid because every tile starts
+// at a multiple of 2·LD bytes, so a row offset never touches the chunk bits (the forward's
+// mainloop.cuh relies on the same).
+template <int LD>
+__device__ __forceinline__ uint32_t lane_addr(const uint16_t* tile, int row, int chunk) {
+  return smem_u32(tile) + row * (2 * LD) + ((chunk ^ (row & 7)) << 4);
+}
+
+// A from a tile of LD-wide rows holding A row-major: rows m0.. (m0 % 16 == 0); k steps XOR 2·kk.
 template <int LD>
 struct RowA {
-  const uint16_t* tile;
-  int m0;
-  __device__ __forceinline__ void operator()(uint32_t (&a)[4], int mt, int kk, int lane) const {
-    frag_a<LD>(a, tile, m0 + 16 * mt, kk, lane);
+  uint32_t base;
+  __device__ __forceinline__ RowA(const uint16_t* tile, int m0, int lane) : base(lane_addr<LD>(tile, m0 + (lane & 15), lane >> 4)) {}
+  __device__ __forceinline__ void operator()(uint32_t (&a)[4], int mt, int kk, int) const {
+    ldmatrix_x4(a, (base + mt * 16 * (2 * LD)) ^ (kk << 5));
   }
 };
-// A from a tile holding Aᵀ row-major (k rows of m columns): columns m0.. of this warp.
+// A from a tile holding Aᵀ row-major (k rows of m columns): columns m0.. (m0 % 32 == 0 when MT = 2,
+// so m0/8 and 2·mt share no bits); k steps are 16 rows. Matrix j of the ldmatrix is (m 8·(j & 1)..,
+// k 8·(j >> 1)..), which .trans turns into the row-major fragment.
 template <int LD>
 struct TransA {
-  const uint16_t* tile;
-  int m0;
-  __device__ __forceinline__ void operator()(uint32_t (&a)[4], int mt, int kk, int lane) const {
-    frag_a_trans<LD>(a, tile, m0 + 16 * mt, kk, lane);
+  uint32_t base;
+  __device__ __forceinline__ TransA(const uint16_t* tile, int m0, int lane)
+      : base(lane_addr<LD>(tile, (lane & 7) + ((lane >> 4) << 3), (m0 >> 3) + ((lane >> 3) & 1))) {}
+  __device__ __forceinline__ void operator()(uint32_t (&a)[4], int mt, int kk, int) const {
+    ldmatrix_x4_trans(a, (base + kk * 16 * (2 * LD)) ^ (mt << 5));
   }
 };
-// B from a tile holding Bᵀ row-major (n rows of k columns, K or V in S and dP): rows n0...
+// B from a tile holding Bᵀ row-major (n rows of k columns, K or V in S and dP): rows n0..
+// (n0 % 8 == 0); k steps XOR 2·kk.
 template <int LD>
 struct KeyB {
-  const uint16_t* tile;
-  int n0;
-  __device__ __forceinline__ void operator()(uint32_t (&b)[4], int np, int kk, int lane) const {
-    frag_b<LD>(b, tile, n0 + 16 * np, kk, lane);
+  uint32_t base;
+  __device__ __forceinline__ KeyB(const uint16_t* tile, int n0, int lane)
+      : base(lane_addr<LD>(tile, n0 + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1)) {}
+  __device__ __forceinline__ void operator()(uint32_t (&b)[4], int np, int kk, int) const {
+    ldmatrix_x4(b, (base + np * 16 * (2 * LD)) ^ (kk << 5));
   }
 };
-// B from a tile holding B row-major (k rows of n columns, dO, Q or K over D): columns n0...
+// B from a tile holding B row-major (k rows of n columns, dO, Q or K over D): columns n0..
+// (n0/8 sharing no bits with the 2·np stepped over); k steps are 16 rows.
 template <int LD>
 struct DimB {
-  const uint16_t* tile;
-  int n0;
-  __device__ __forceinline__ void operator()(uint32_t (&b)[4], int np, int kk, int lane) const {
-    frag_b_trans<LD>(b, tile, kk, (n0 >> 4) + np, lane);
+  uint32_t base;
+  __device__ __forceinline__ DimB(const uint16_t* tile, int n0, int lane)
+      : base(lane_addr<LD>(tile, (lane & 7) + (((lane >> 3) & 1) << 3), (n0 >> 3) + (lane >> 4))) {}
+  __device__ __forceinline__ void operator()(uint32_t (&b)[4], int np, int kk, int) const {
+    ldmatrix_x4_trans(b, (base + kk * 16 * (2 * LD)) ^ (np << 5));
   }
 };
 
