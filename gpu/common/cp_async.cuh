@@ -11,6 +11,11 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
 }
+// The same to a shared address already converted (smem_u32): loops that step one base by
+// immediates keep no generic pointer per copy.
+__device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+}
 // Copies 16 bytes that are known to be in bounds (no src-size operand, no predicate to compute).
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));

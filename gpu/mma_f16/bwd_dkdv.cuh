@@ -23,8 +23,10 @@
 namespace flashcheck::kernels::bwd {
 
 // Adds a warp's dQ share (rows r0 + 16·mt + lane/4 (+8), columns c0 + 8·nt + 2·(lane % 4) (+1))
-// to the fp32 sum, rows at or past `len` skipped. Pairs go as one 8-byte atomic where the GPU has
-// them (sm_90): half the atomic instructions, which otherwise compete with the loop's loads.
+// to the fp32 sum, rows at or past `len` skipped. Pairs go as one 8-byte reduction where the GPU
+// has them (sm_90): half the atomic instructions. red, not atomicAdd: atomicAdd(float2*) compiles
+// to atom.add.v2.f32, whose unused result still holds two registers until the L2 answers (ncu:
+// the loop's "long scoreboard" stalls).
 template <int MT, int NT, int D>
 __device__ __forceinline__ void add_dq(float* sum, int r0, int c0, int len, const float (&acc)[MT][NT][4], int lane) {
 #pragma unroll
@@ -37,7 +39,9 @@ __device__ __forceinline__ void add_dq(float* sum, int r0, int c0, int len, cons
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float2*>(row + 8 * nt), make_float2(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1]));
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(row + 8 * nt), "f"(acc[mt][nt][2 * hf]),
+                     "f"(acc[mt][nt][2 * hf + 1])
+                     : "memory");
 #else
         atomicAdd(row + 8 * nt, acc[mt][nt][2 * hf]);
         atomicAdd(row + 8 * nt + 1, acc[mt][nt][2 * hf + 1]);
@@ -123,10 +127,13 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
   const float scale_log2 = p.scale * kLog2e;
   for (int s = 0; s < steps; ++s) {
     const int st = s & 1, h = hk * group + s / t_count, m0 = (t_begin + s % t_count) * BM;
+    // Stage st (issued a step ago) lands, and past this barrier every warp has finished step s − 1,
+    // so stage st ^ 1, P and dS are free: the next step's copies go there now, in flight during
+    // this step, and the step needs no barrier at its end (two per step, not three).
+    cp_async_wait<0>();
+    __syncthreads();
     if (s + 1 < steps) prefetch(s + 1);
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
     const uint16_t* q = sQ + st * BM * D;
     const uint16_t* dO = sdO + st * BM * D;
     const float* lse = sLse + st * BM;
@@ -134,10 +141,8 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
 
     {
       float sc[kSm][4][4], dp[kSm][4][4];
-      zero(sc);
-      zero(dp);
-      warp_gemm<kBf16, kSm, 4, D / 16>(sc, RowA<D>(q, sr0, lane), KeyB<D>(sK, sc0, lane), lane);
-      warp_gemm<kBf16, kSm, 4, D / 16>(dp, RowA<D>(dO, sr0, lane), KeyB<D>(sV, sc0, lane), lane);
+      warp_gemm<kBf16, true, kSm, 4, D / 16>(sc, RowA<D>(q, sr0, lane), KeyB<D>(sK, sc0, lane), lane);
+      warp_gemm<kBf16, true, kSm, 4, D / 16>(dp, RowA<D>(dO, sr0, lane), KeyB<D>(sV, sc0, lane), lane);
       // Masking only where a key of the tile can be hidden from a row of the step: the tile's last
       // keys, the query tile's last rows, and causal tiles the diagonal crosses; the other steps
       // run a copy of the loop without the tests.
@@ -178,15 +183,13 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
       else scores_to_pairs(std::false_type{});
     }
     __syncthreads();  // P and dS of the step are whole
-    warp_gemm<kBf16, 2, kVn, BM / 16>(dv, TransA<BN>(sP, kr0, lane), DimB<D>(dO, kc0, lane), lane);
-    warp_gemm<kBf16, 2, kVn, BM / 16>(dk, TransA<BN>(sdS, kr0, lane), DimB<D>(q, kc0, lane), lane);
+    warp_gemm<kBf16, false, 2, kVn, BM / 16>(dv, TransA<BN>(sP, kr0, lane), DimB<D>(dO, kc0, lane), lane);
+    warp_gemm<kBf16, false, 2, kVn, BM / 16>(dk, TransA<BN>(sdS, kr0, lane), DimB<D>(q, kc0, lane), lane);
     if constexpr (kAtomicDq) {
       float dq[kSm][kQn][4];
-      zero(dq);
-      warp_gemm<kBf16, kSm, kQn, BN / 16>(dq, RowA<BN>(sdS, qr0, lane), DimB<D>(sK, qc0, lane), lane);
+      warp_gemm<kBf16, true, kSm, kQn, BN / 16>(dq, RowA<BN>(sdS, qr0, lane), DimB<D>(sK, qc0, lane), lane);
       add_dq<kSm, kQn, D>(p.dq_sum + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q * D, m0 + qr0, qc0, p.seq_q, dq, lane);
     }
-    __syncthreads();  // every warp is done with stage st, P and dS before the next step refills them
   }
   cp_async_wait<0>();
 

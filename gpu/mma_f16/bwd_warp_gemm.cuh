@@ -68,7 +68,9 @@ struct DimB {
   }
 };
 
-template <bool kBf16, int MT, int NT, int KT, class ReadA, class ReadB>
+// kFresh: acc starts at zero (S, dP, dQ's share of a step): the first k step writes it without
+// reading it, so it needs no zeroing first. Otherwise the product is added (dK, dV over the steps).
+template <bool kBf16, bool kFresh, int MT, int NT, int KT, class ReadA, class ReadB>
 __device__ __forceinline__ void warp_gemm(float (&acc)[MT][NT][4], const ReadA& read_a, const ReadB& read_b, int lane) {
   static_assert(NT % 2 == 0, "B is read two n8 tiles at a time");
 #pragma unroll
@@ -82,8 +84,13 @@ __device__ __forceinline__ void warp_gemm(float (&acc)[MT][NT][4], const ReadA& 
       read_b(b, np, kk, lane);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        mma_16816<kBf16>(acc[mt][2 * np], a[mt], b[0], b[1]);
-        mma_16816<kBf16>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+        if (kFresh && kk == 0) {
+          mma_16816_zero<kBf16>(acc[mt][2 * np], a[mt], b[0], b[1]);
+          mma_16816_zero<kBf16>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+        } else {
+          mma_16816<kBf16>(acc[mt][2 * np], a[mt], b[0], b[1]);
+          mma_16816<kBf16>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
       }
     }
   }
