@@ -56,7 +56,8 @@ TEST(BackwardModule, DeclaresTheBackwardsSpaceAndDeterminism) {
   const Capabilities want = backward_space(fwd->caps(), BackwardCaps{.dtypes = {}, .head_dims = {16, 32}, .deterministic = true,
                                                                     .variants = false});
   const std::vector<std::shared_ptr<Variant>> as_declared{bwd};
-  for (const Capabilities* c : {&bwd->caps(), &backward_runner(*bwd, CampaignOptions{}).space}) {
+  const CaseRunner runner = backward_runner(*bwd, CampaignOptions{});
+  for (const Capabilities* c : {&bwd->caps(), &runner.space}) {
     EXPECT_EQ(c->dtypes, want.dtypes);
     EXPECT_EQ(c->head_dims, (std::vector<int64_t>{16, 32}));
     EXPECT_EQ(c->head_dims, want.head_dims);

@@ -362,7 +362,7 @@ def selftest_plugin_backward(tmp, check, root, build, md, window, forward_pack):
     work = os.path.join(tmp, "bwork")
     args = argparse.Namespace(plugin=True, base=build, kernel_dir=kd, work=work, plugin_arch="90a", plugin_suffix=".mutant",
                               cudart="shared", jobs=2, check=["x"], baseline=None, perturb=False, plugin_backward=True,
-                              target="flashcheck")
+                              target="flashcheck", also=also)
     plan = make_plan(root, args)
     listed = subprocess.run([fc, "list", "--plugin", args.baseline, "--json", "-"], capture_output=True, text=True).stdout
     desc = {}
@@ -370,7 +370,7 @@ def selftest_plugin_backward(tmp, check, root, build, md, window, forward_pack):
         desc = {k["name"]: k for k in json.loads(listed)}.get("host_attention.mutant", {})
     except ValueError:
         pass
-    check((desc.get("backward") or {}).get("deterministic") is True and desc.get("caps", {}).get("head_dims") == [16, 32],
+    check((desc.get("backward") or {}).get("deterministic") is True and desc.get("head_dims") == [16, 32],
           "the backward module exports a deterministic backward and declares its space (head dims 16, 32):\n%s" % listed[-1500:])
     try:  # a forward module's work folder is not a backward one's
         check_work_kind(os.path.join(tmp, "pwork"), args)
