@@ -17,34 +17,32 @@
 # (cpu, gpu or auto; default flashcheck's), DEADLINE (380 s: no mutant starts later), HARD_DEADLINE
 # (450 s: running checks are cut, their mutants not run), RESUME=1 (a second call on the warm
 # machine keeps the first call's results and checks the rest).
-# Output: the baseline lines, the score table and survivors last; $OUT/run.log (every line),
-# mutation_mma_f16_backward.txt (survivors with diffs) and .json, mutation_summary.json, survivors.txt.
+# Output: the checks (checks.txt), the baseline lines, the score table and survivors last;
+# $OUT/run.log (every line), mutation_mma_f16_backward.txt (survivors with diffs) and .json,
+# mutation_summary.json, survivors.txt.
 set -u
 carry=${1:-build-mutbwd/carry}
 out=${OUT:-mutbwd-out}
 mkdir -p "$out"
-here=$(cd "$(dirname "$0")" && pwd)
-mutate_dir=$(cd "$here/../mutate" && pwd)
-dir=/tmp/mutbwd_bin
-rm -rf "$dir" && mkdir -p "$dir" &&
-  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carry/bin.tar.xz" "$dir" ||
-  { echo "cannot unpack $carry/bin.tar.xz"; exit 125; }
-[ -f "$carry/mutbwd_pack.tar.xz" ] || { echo "no $carry/mutbwd_pack.tar.xz (tools/device/mutate_backward_prepare.sh)"; exit 125; }
-export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for f in bin.tar.xz mutbwd_pack.tar.xz; do
+  [ -f "$carry/$f" ] || { echo "no $carry/$f (tools/device/mutate_backward_prepare.sh)"; exit 125; }
+done
 nvidia-smi -L | tee "$out/device.txt"
-opts=(--checks backward -j "${JOBS:-8}" --cases "${CASES:-30}" --backward-max-seq "${MAX_SEQ:-384}"
-      --backward-max-work "${MAX_WORK:-3e7}" --deadline "${DEADLINE:-380}" --hard-deadline "${HARD_DEADLINE:-450}"
-      --timeout 60 --dest /tmp/mutbwd_mutants --out "$out")
+opts=(--pack "$carry/mutbwd_pack.tar.xz" --bin "$carry/bin.tar.xz" --dest /tmp/mutbwd_mutants --out "$out"
+      --checks backward -j "${JOBS:-8}" --cases "${CASES:-30}" --backward-max-seq "${MAX_SEQ:-384}"
+      --backward-max-work "${MAX_WORK:-3e7}" --deadline "${DEADLINE:-380}" --hard-deadline "${HARD_DEADLINE:-450}" --timeout 60)
 [ -n "${ORACLE:-}" ] && opts+=(--oracle "$ORACLE")
 [ "${RESUME:-0}" = 1 ] && opts+=(--resume)
-python3 "$mutate_dir/mutate_device.py" run --pack "$carry/mutbwd_pack.tar.xz" --flashcheck "$dir/flashcheck" --dry-run \
-  "${opts[@]}" | tee "$out/checks.txt" | head -3
-python3 "$mutate_dir/mutate_device.py" run --pack "$carry/mutbwd_pack.tar.xz" --flashcheck "$dir/flashcheck" \
-  "${opts[@]}" >"$out/run.log" 2>&1
+md="$(dirname "$0")/../mutate/mutate_device.py"
+python3 "$md" run --dry-run "${opts[@]}" >"$out/checks.txt"
+python3 "$md" run "${opts[@]}" >"$out/run.log" 2>&1
 rc=$?
 # Compact: the setup and baseline lines, then the table, the survivors with their lines, what killed.
 grep -E "^unpacked|^  base|BASE FAILS|^ABORT|not scored|^checked" "$out/run.log"
 sed -n '/^MUTATION SCORE/,$p' "$out/run.log" | grep -v "survivors:"
-[ -f "$out/survivors.txt" ] && { echo "survivors ($(wc -l <"$out/survivors.txt"); diffs in \$OUT/mutation_mma_f16_backward.txt):"; cut -c1-160 "$out/survivors.txt"; }
+if [ -f "$out/survivors.txt" ]; then
+  echo "survivors ($(wc -l <"$out/survivors.txt"); diffs in \$OUT/mutation_mma_f16_backward.txt):"
+  cut -c1-160 "$out/survivors.txt"
+fi
 echo "mutate_device.py rc=$rc"
 exit $rc

@@ -20,13 +20,9 @@
 # (default 120, stable under edits elsewhere; SAMPLE=all for every one; SAMPLE_SEED, default 31).
 # Each mutant recompiles only the units that include its file (backward.cu for a bwd_*.cuh one).
 set -euo pipefail
-base=${1:-build-cuda}
-out=${2:-build-mutbwd}
-jobs=${3:-2}
+base=${1:-build-cuda} out=${2:-build-mutbwd} jobs=${3:-2}
 fc=${4:-$base/flashcheck}
-here=$(cd "$(dirname "$0")" && pwd)
-mutate_dir=$(cd "$here/../mutate" && pwd)
-py=${PYTHON:-python3}
+mutate=("${PYTHON:-python3}" "$(dirname "$0")/../mutate")  # the mutation tool (tools/mutate/)
 mkdir -p "$out/carry"
 
 only=()
@@ -36,15 +32,20 @@ for f in ${BWD_FILES:-gpu/mma_f16/bwd_* gpu/mma_f16/backward*}; do
 done
 sample=()
 [ "${SAMPLE:-120}" = all ] || sample=(--sample "${SAMPLE:-120}" --sample-seed "${SAMPLE_SEED:-31}")
-"$py" "$mutate_dir" list --kernel-dir gpu/mma_f16 "${only[@]}" --match '^(?!.*throw)' "${sample[@]}" |
+"${mutate[@]}" list --kernel-dir gpu/mma_f16 "${only[@]}" --match '^(?!.*throw)' "${sample[@]}" |
   tee "$out/catalogue.txt" | awk '/^[A-Z]+-/ {print $1}' >"$out/ids_mma_f16.txt"
 tail -1 "$out/catalogue.txt"
 
-nice -n 10 "$py" "$mutate_dir" build --plugin --plugin-backward --cudart static --kernel-dir gpu/mma_f16 \
+nice -n 10 "${mutate[@]}" build --plugin --plugin-backward --cudart static --kernel-dir gpu/mma_f16 \
   --ids "$out/ids_mma_f16.txt" --base "$base" --work "$out/mma_f16" -j "$jobs"
 
 [ -x "$fc" ] || nice -n 10 cmake --build "$base" -j"$jobs" --target flashcheck
-"$py" "$mutate_dir/mutate_device.py" pack --out "$out/carry/mutbwd_pack.tar.xz" --work "mma_f16_backward=$out/mma_f16,mma_f16" \
+# A flashcheck built without CUDA loads the modules but runs none: the device call would score nothing.
+if "$fc" list --plugin "$out/mma_f16/_module/mma_f16.so" | grep -q "built without CUDA" && [ "${ALLOW_CPU_FLASHCHECK:-0}" != 1 ]; then
+  echo "$fc was built without CUDA: give a CUDA build's flashcheck (ALLOW_CPU_FLASHCHECK=1 packs it anyway, to test the scripts)"
+  exit 125
+fi
+"${mutate[0]}" "${mutate[1]}/mutate_device.py" pack --out "$out/carry/mutbwd_pack.tar.xz" --work "mma_f16_backward=$out/mma_f16,mma_f16" \
   --flashcheck "$fc"
 du -sh "$out/carry" "$out"/carry/*
 # The device call carries at most 64 MiB: a smaller SAMPLE (or a second pack of the rest) otherwise.

@@ -314,6 +314,7 @@ def baseline(k, args, clock, env, log):
 
 def dry_run(args):
     """The checks each kernel of the pack would run, as shell lines ({bin}: the mutant's module)."""
+    fc = args.flashcheck or os.path.join(os.path.abspath(args.dest), "_bin", "flashcheck")  # where --bin unpacks it
     names = [("{kernel}", "{kernel}")]
     if args.pack:
         with tarfile.open(args.pack) as tar:
@@ -322,11 +323,24 @@ def dry_run(args):
     for name, kernel in names:
         print("# %s: %s checks, in order (a mutant stops at its first kill)" % (name, args.checks))
         for check, tpl, droppable in checks_for(args):
-            print("%-10s %s%s" % (check, fill(tpl, args.flashcheck, "{bin}", kernel), "   # dropped if 125 unmutated" if droppable else ""))
+            print("%-10s %s%s" % (check, fill(tpl, fc, "{bin}", kernel), "   # dropped if 125 unmutated" if droppable else ""))
     return 0
 
 
+def unpack_binary(bin_pack, dest, env):
+    """pack --flashcheck's bin.tar.xz unpacked under DEST/_bin: its flashcheck, with lib/ first on the
+    library path of every check (the checks' environment, `env`)."""
+    d = os.path.join(dest, "_bin")
+    with tarfile.open(bin_pack) as tar:
+        tar.extractall(d)
+    lib = os.path.join(d, "lib")
+    env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return os.path.join(d, "flashcheck")
+
+
 def cmd_run(args):
+    if not args.flashcheck and not args.bin:
+        raise SystemExit("mutate_device.py run: give --flashcheck or --bin")
     if args.dry_run:
         return dry_run(args)
     if not args.pack:
@@ -356,6 +370,8 @@ def cmd_run(args):
                 if os.path.exists(os.path.join(kd, m_id, "result.json")):
                     os.remove(os.path.join(kd, m_id, "result.json"))
     env = dict(os.environ)
+    if args.bin:
+        args.flashcheck = unpack_binary(args.bin, dest, env)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
     for e in args.env or []:
         # e.g. FLASHCHECK_PERTURB_SEED=7 for perturbed modules (gpu/common/perturb_host.h): the
@@ -496,7 +512,9 @@ def main(argv=None):
     sp.set_defaults(fn=cmd_pack)
     sp = sub.add_parser("run", help="check packed mutants with an unmutated flashcheck (no build)")
     sp.add_argument("--pack", help="the .tar.xz of `pack` (required unless --dry-run)")
-    sp.add_argument("--flashcheck", required=True, help="the unmutated flashcheck binary")
+    sp.add_argument("--flashcheck", help="the unmutated flashcheck binary")
+    sp.add_argument("--bin", help="instead of --flashcheck: the bin.tar.xz of `pack --flashcheck` (flashcheck and its "
+                    "BLAS runtime), unpacked under --dest")
     sp.add_argument("--dry-run", action="store_true",
                     help="print each kernel's checks as shell lines (the pack's kernels when --pack is given) and stop")
     sp.add_argument("--dest", default="/tmp/fc_mutants", help="where the pack is unpacked")
