@@ -109,14 +109,20 @@ TEST(BackwardModule, RunBackwardOnTheCommandLine) {
   const std::string bwd = bin + " run --backward --plugin " + kBackwardModule + " --kernel " + kName;
   EXPECT_EQ(exit_code(bwd + " --problem 'b=2 hq=4 hkv=2 sq=37 skv=45 d=32 causal=bottom_right dtype=f32' --dist normal"), 0);
   EXPECT_EQ(exit_code(bwd + " --problem 'b=1 hq=3 hkv=1 sq=50 skv=17 d=16 causal=bottom_right dtype=f32' --dist normal"), 0);
-  // The declared determinism reached the harness: the backward was called 3 times and compared.
-  FILE* f = popen((bwd + " --problem 'b=1 hq=2 hkv=1 sq=20 skv=30 d=16 causal=none dtype=f32' 2>&1").c_str(), "r");
-  ASSERT_TRUE(f);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  EXPECT_EQ(pclose(f), 0) << out;
-  EXPECT_NE(out.find("determinism: 0 ≤ 0 — 3 calls gave the same bits"), std::string::npos) << out;
+  // The declared determinism reached the harness: a seed of the deterministic mode calls the
+  // backward 3 times and compares them, one of the default mode calls it once and says so.
+  for (bool deterministic : {true, false}) {
+    Case c{parse_problem("b=1 hq=2 hkv=1 sq=20 skv=30 d=16 causal=none dtype=f32"), Dist::normal, testing::seed_for(0xde7)};
+    while (deterministic_mode(c, BackwardCaps{.deterministic = true}) != deterministic) ++c.seed;
+    FILE* f = popen((bwd + " --problem '" + to_string(c.problem) + "' --input-seed " + std::to_string(c.seed) + " 2>&1").c_str(), "r");
+    ASSERT_TRUE(f);
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+    EXPECT_EQ(pclose(f), 0) << out;
+    EXPECT_EQ(out.find("determinism: 0 ≤ 0 — 3 calls gave the same bits") != std::string::npos, deterministic) << out;
+    EXPECT_EQ(out.find("the default mode (deterministic=false)") != std::string::npos, !deterministic) << out;
+  }
   EXPECT_EQ(exit_code(bwd + " --problem 'b=1 hq=2 hkv=1 sq=9 skv=9 d=64 causal=none dtype=f32'"), 125);
   EXPECT_EQ(exit_code(bin + " run --backward --plugin " + kForwardModule + " --kernel " + kName + " --cases 1"), 125);
 }

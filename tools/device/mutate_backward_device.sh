@@ -4,9 +4,10 @@
 # backward (tools/device/mutate_backward_prepare.sh), are loaded one by one by an unmutated flashcheck
 # and run through the backward check (tools/mutate/mutate_device.py --checks backward): a `run
 # --backward` campaign (plain problems of the backward's space: bf16 and f16, its head dims, causal
-# modes, GQA; each case's backward called 3 times and compared bitwise, the backward being declared
-# deterministic), the fixed backward problems (Sq = 1, Skv = 1, Sq > Skv and Sq < Skv bottom-right,
-# GQA groups of 2 and 4, lengths off the tiles), a second campaign under the next seed; each mutant
+# modes, GQA; the backward being declared deterministic, half the cases run its deterministic mode,
+# called 3 times and compared bitwise, half its default atomic-dQ mode), the fixed backward problems
+# (Sq = 1, Skv = 1, Sq > Skv and Sq < Skv bottom-right, GQA groups of 2 and 4, lengths off the
+# tiles; each (dtype, mode) pair twice), a second campaign under the next seed; each mutant
 # stops at its first kill. The unmutated module runs every check first and must pass (a fixed problem
 # outside the backward's space is dropped).
 #

@@ -25,6 +25,15 @@ fc=${4:-$base/flashcheck}
 mutate=("${PYTHON:-python3}" "$(dirname "$0")/../mutate")  # the mutation tool (tools/mutate/)
 mkdir -p "$out/carry"
 
+# Built mutants are kept by id, and an id survives edits to other lines of its file: after any
+# source change the kept modules would be stale, so the work folder starts again.
+sources=$(find gpu reference -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.h' -o -name '*.cpp' \) -print0 |
+  sort -z | xargs -0 sha1sum | sha1sum | cut -c1-16)
+if [ -d "$out/mma_f16" ] && [ "$(cat "$out/sources.sha" 2>/dev/null)" != "$sources" ]; then
+  echo "sources changed since $out/mma_f16 was built: building it again"
+  rm -rf "$out/mma_f16"
+fi
+echo "$sources" >"$out/sources.sha"
 only=()
 for f in ${BWD_FILES:-gpu/mma_f16/bwd_* gpu/mma_f16/backward*}; do
   [ -f "$f" ] || { echo "no file $f (run from the source root)"; exit 125; }

@@ -89,7 +89,9 @@ VARIANT_EDGE_SHAPES = [
 # module and dropped): a single query and a single key, Sq = 1 against a long Skv (GQA), Sq > Skv
 # bottom-right (rows that see no key: zero gradients, lengths off every tile), Sq < Skv
 # bottom-right, GQA 4 of 8 (groups of 2 and of 4) with top-left masking, lengths one off a 64-row
-# tile either way, and several batches of one long head. dtype alternates bf16, f16.
+# tile either way, and several batches of one long head. dtype alternates bf16, f16, and the mode
+# of a backward that declares determinism alternates every two problems (backward_mode_seed), so
+# each (dtype, mode) pair runs twice.
 BACKWARD_EDGE_SHAPES = [
     "b=1 hq=2 hkv=2 sq=1 skv=1 d=64 causal=none",
     "b=2 hq=8 hkv=2 sq=1 skv=300 d=128 causal=bottom_right",
@@ -100,6 +102,18 @@ BACKWARD_EDGE_SHAPES = [
     "b=1 hq=2 hkv=1 sq=65 skv=63 d=64 causal=top_left",
     "b=3 hq=4 hkv=1 sq=97 skv=191 d=128 causal=none",
 ]
+
+
+def backward_mode_seed(start, deterministic):
+    """The first input seed from `start` whose case runs the asked mode of a backward declared
+    deterministic: runner/backward_campaign.cpp deterministic_mode, the top bit of the seed times
+    0x9E3779B97F4A7C15 (mod 2^64), picks the deterministic mode (called 3 times, compared
+    bitwise) or the default one (atomics allowed, called once). The selftest checks that flashcheck
+    runs the mode this says."""
+    s = start
+    while (((s * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 63 == 1) != deterministic:
+        s += 1
+    return s
 
 
 def checks_for(args):
@@ -114,14 +128,15 @@ def checks_for(args):
     shapes = EDGE_SHAPES
     if args.checks == "backward":
         # run --backward (the module's backward space: plain problems, both dtypes, its head dims,
-        # causal modes, GQA); a deterministic backward is called 3 times per case and compared
-        # bitwise by flashcheck itself. Two seeds: the second campaign after the fixed problems.
+        # causal modes, GQA). A backward declared deterministic runs, per case, its deterministic
+        # mode (3 calls compared bitwise by flashcheck) or its default one (atomic dQ), half the
+        # cases each. Two seeds: the second campaign after the fixed problems.
         one = "{fc} run --backward --plugin {bin} --kernel {kernel} --timeout %d" % args.case_timeout
         brun = one + " --no-shrink --fail-fast --max-seq %d --max-work %g%s" % (
             args.backward_max_seq, args.backward_max_work, " --oracle %s" % args.oracle if args.oracle else "")
         out = [("backward", brun + " --seed %d --cases %d" % (args.seed, args.cases), False)]
         out += [("bedge%d" % i, one + " --problem %s --dist normal --input-seed %d"
-                 % (shlex.quote("%s dtype=%s" % (s, DTYPES[i % 2])), args.seed), True)
+                 % (shlex.quote("%s dtype=%s" % (s, DTYPES[i % 2])), backward_mode_seed(args.seed, i // 2 % 2 == 0)), True)
                 for i, s in enumerate(BACKWARD_EDGE_SHAPES)]
         out.append(("backward2", brun + " --seed %d --cases %d" % (args.seed + 1, args.cases), False))
         return out

@@ -372,6 +372,15 @@ def selftest_plugin_backward(tmp, check, root, build, md, window, forward_pack):
         pass
     check((desc.get("backward") or {}).get("deterministic") is True and desc.get("head_dims") == [16, 32],
           "the backward module exports a deterministic backward and declares its space (head dims 16, 32):\n%s" % listed[-1500:])
+    # The fixed problems' input seeds pick each mode of a backward declared deterministic as
+    # flashcheck does (runner/backward_campaign.cpp deterministic_mode).
+    for det in (True, False):
+        seed = md.backward_mode_seed(11, det)
+        out = subprocess.run("%s run --backward --plugin %s --kernel host_attention.mutant --problem %s --input-seed %d" % (
+            shlex.quote(fc), shlex.quote(args.baseline), shlex.quote("b=1 hq=2 hkv=1 sq=20 skv=30 d=16 dtype=f32"), seed),
+            shell=True, capture_output=True, text=True).stdout
+        ran = "3 calls gave the same bits" in out, "deterministic=false" in out
+        check(ran == (det, not det), "input seed %d runs the %s mode:\n%s" % (seed, "deterministic" if det else "default", out[-1500:]))
     try:  # a forward module's work folder is not a backward one's
         check_work_kind(os.path.join(tmp, "pwork"), args)
         check(False, "a backward build into a forward-module work folder is refused")
