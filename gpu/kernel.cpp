@@ -82,4 +82,26 @@ TileShape Capabilities::tile_for(int64_t head_dim, bool causal) const {
   return last ? *last : tiles.back();
 }
 
+Capabilities backward_space(const Capabilities& forward, const BackwardCaps& b) {
+  Capabilities c = forward;
+  auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  if (!b.dtypes.empty()) std::erase_if(c.dtypes, [&](DType d) { return !has(b.dtypes, d); });
+  if (!b.head_dims.empty()) {
+    // A forward that takes any head dim leaves the backward's list; one that lists its own keeps
+    // those both list (and the compiled pairs made of them).
+    if (c.head_dims.empty()) c.head_dims = b.head_dims;
+    else std::erase_if(c.head_dims, [&](int64_t d) { return !has(b.head_dims, d); });
+    std::erase_if(c.head_dim_pairs, [&](const auto& pr) { return !has(c.head_dims, pr.first) || !has(c.head_dims, pr.second); });
+  }
+  if (!b.variants) {  // plain attention: no window, score modifier, sinks, listed batches or fp8
+    c.windows = c.softcap = c.alibi_per_batch = c.sinks = c.seqused = c.paged = false;
+    c.alibi.clear();
+    c.page_sizes.clear();
+    c.descales.clear();
+    c.layouts = {Layout::bhsd};
+    std::erase_if(c.dtypes, is_fp8);
+  }
+  return c;
+}
+
 }  // namespace flashcheck

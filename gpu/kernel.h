@@ -147,6 +147,12 @@ struct BackwardCaps {
   bool variants = false;          // false: plain problems only (no window, softcap, ALiBi, sinks, varlen, paged)
 };
 
+// The problems a kernel's backward computes: its forward's space narrowed by what the backward
+// declares (dtypes and head dims where listed; plain problems only unless it declares variants).
+// Campaigns draw backward cases from this, so few are wasted; a kernel module declares it as its
+// space when built for the backward (gpu/plugin/kernel_module.cpp, FC_MODULE_BACKWARD).
+Capabilities backward_space(const Capabilities& forward, const BackwardCaps& b);
+
 struct KernelDef {
   std::string name;
   Capabilities caps;

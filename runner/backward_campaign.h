@@ -1,5 +1,5 @@
 // `flashcheck run --backward`: campaigns of a kernel's backward pass (issue 23). Each case is drawn
-// from the kernel's backward space (runner/registry.h: backward_space) as a forward case is, its
+// from the kernel's backward space (gpu/kernel.h: backward_space) as a forward case is, its
 // inputs alike; the kernel's own forward runs first and its O and LSE feed its backward, as in
 // training; dO comes from the case's seed (reference/inputs.h: make_d_out). The forward's
 // output is judged as in a forward campaign and the gradients with the backward criteria

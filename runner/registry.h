@@ -55,10 +55,8 @@ class Variant {
   std::optional<std::string> backward_refusal(const Problem& p) const;
 };
 
-// The problems a kernel's backward computes: its forward's space narrowed by what the backward
-// declares (dtypes and head dims where listed; plain problems only unless it declares variants).
-// Campaigns draw backward cases from this, so few are wasted.
-Capabilities backward_space(const Capabilities& forward, const BackwardCaps& b);
+// backward_space (the problems a kernel's backward computes) is the kernels layer's, gpu/kernel.h:
+// a kernel module declares it too.
 
 class Registry {
  public:

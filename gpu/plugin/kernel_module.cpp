@@ -11,6 +11,17 @@
 // the same problems and aims at the same tiles as one on the built-in kernel; supports() applies
 // Capabilities::refusal, the rule behind the runner's Variant::unsupported.
 //
+// Built with FC_MODULE_BACKWARD, the module is its kernels' backward pass as well: a kernel with a
+// KernelDef::backward exports it as ABI 2's backward entry (determinism as FC_KERNEL_DETERMINISTIC_
+// BACKWARD), and both entries declare the backward's space, backward_space(caps, backward_caps)
+// (gpu/kernel.h), instead of the forward's. Why a build flag: fc_kernel2 has one declared space and
+// one supports() for both passes, and flashcheck gives a plugin's backward its forward's space; a
+// module declaring the forward's whole space (windows, Dqk = 256, ...) would have `run --backward`
+// hand its backward problems it refuses, failed rather than skipped. So a `run --backward` campaign
+// on such a module draws exactly the problems it draws on the built-in kernel's backward. Without
+// the flag the module is the forward's alone, as before (the backward is not exported); a kernel
+// without a backward is exported the same either way.
+//
 // Link with a version script exporting the two entries alone: the module's copy of
 // registered_kernels() must bind inside the module, never to a flashcheck symbol of the same name.
 #include <algorithm>
@@ -32,6 +43,11 @@
 #ifndef FC_MODULE_SUFFIX
 #define FC_MODULE_SUFFIX ".module"
 #endif
+#ifdef FC_MODULE_BACKWARD
+constexpr bool kBackwardModule = true;
+#else
+constexpr bool kBackwardModule = false;
+#endif
 
 namespace flashcheck {
 namespace {
@@ -39,6 +55,8 @@ namespace {
 struct Exported {
   std::string name;
   const KernelDef* def = nullptr;
+  bool backward = false;  // the backward is exported (FC_MODULE_BACKWARD and the kernel has one)
+  Capabilities caps;      // the declared space: the forward's, or the backward's when exported
   std::vector<int64_t> head_dims, pairs, page_sizes;
   std::vector<fc_tile> tiles;
   fc_space space{};
@@ -180,8 +198,8 @@ KernelArgs bhsd_args(const Problem& p, const void* q, const void* k, const void*
 
 std::vector<Exported>& exported();
 
-// A problem the kernel computes: inside its Capabilities, and plain unless it has a launch2.
-bool computes(const KernelDef& d, const Problem& p) { return !d.caps.refusal(p) && (d.launch2 || p.plain()); }
+// A problem the kernel computes: inside its declared space, and plain unless it has a launch2.
+bool computes(const Exported& e, const Problem& p) { return !e.caps.refusal(p) && (e.def->launch2 || p.plain()); }
 
 template <class F>
 int guarded(F&& f) {
@@ -199,7 +217,7 @@ int guarded(F&& f) {
 template <size_t I>
 int supports_at(const fc_problem* f) {
   const auto& e = exported();
-  return I < e.size() && computes(*e[I].def, from_fc(*f)) ? 1 : 0;
+  return I < e.size() && computes(e[I], from_fc(*f)) ? 1 : 0;
 }
 
 template <size_t I>
@@ -215,7 +233,7 @@ int forward_at(const fc_problem* f, const void* q, const void* k, const void* v,
 template <size_t I>
 int supports2_at(const fc_problem2* f) {
   const auto& e = exported();
-  return I < e.size() && computes(*e[I].def, from_fc2(*f, nullptr)) ? 1 : 0;
+  return I < e.size() && computes(e[I], from_fc2(*f, nullptr)) ? 1 : 0;
 }
 
 // A device kernel's side tensors live in device memory (the ABI hands every tensor in the kernel's
@@ -254,19 +272,48 @@ const fc_forward_args* host_readable(const fc_problem2& f, const fc_forward_args
   return &h.args;
 }
 
+// The problem of an ABI 2 call (forward or backward), refused unless inside the declared space.
+Problem called_problem(const Exported& e, const fc_problem2& f, const fc_forward_args& a) {
+  HostSideTensors host;
+  const Problem p = from_fc2(f, e.def->caps.memory == Memory::device ? host_readable(f, a, host) : &a);
+  if (auto why = e.caps.refusal(p)) throw std::invalid_argument("a problem outside the kernel's declared space: " + *why);
+  return p;
+}
+
 template <size_t I>
 int forward2_at(const fc_problem2* f, const fc_forward_args* a) {
   return guarded([&] {
     const KernelDef& d = *exported().at(I).def;
-    HostSideTensors host;
-    const Problem p = from_fc2(*f, d.caps.memory == Memory::device ? host_readable(*f, *a, host) : a);
-    if (auto why = d.caps.refusal(p)) throw std::invalid_argument("a problem outside the kernel's declared space: " + *why);
+    const Problem p = called_problem(exported().at(I), *f, *a);
     if (d.launch2) {
       d.launch2(p, args_of(*f, *a));
     } else {
       if (!p.plain()) throw std::invalid_argument("the kernel has no launch2: plain problems only");
       d.launch(p, a->q.data, a->k.data, a->v.data, a->o.data, static_cast<float*>(a->lse.data), a->stream);
     }
+  });
+}
+
+// fc_backward_args as BackwardArgs, field for field (the runner's Plugin2Variant::backward writes
+// them the other way). A caller whose struct is older than this module's is refused, not read past.
+BackwardArgs backward_args_of(const fc_backward_args& g) {
+  if (g.struct_size < sizeof(fc_backward_args))
+    throw std::invalid_argument("fc_backward_args.struct_size " + std::to_string(g.struct_size) + " < " +
+                                std::to_string(sizeof(fc_backward_args)) + " (an older flashcheck)");
+  BackwardArgs b;
+  b.dout = from_fc(g.dout), b.dq = from_fc(g.dq), b.dk = from_fc(g.dk), b.dv = from_fc(g.dv);
+  b.dsinks = g.dsinks;
+  b.deterministic = g.deterministic != 0;
+  return b;
+}
+
+// The backward as its KernelDef takes it: the window stays in the kernel's convention (from_fc2),
+// as the runner's built-in path hands it (KernelVariant::backward, window_in).
+template <size_t I>
+int backward2_at(const fc_problem2* f, const fc_forward_args* a, const fc_backward_args* g) {
+  return guarded([&] {
+    const Exported& e = exported().at(I);
+    e.def->backward(called_problem(e, *f, *a), args_of(*f, *a), backward_args_of(*g));
   });
 }
 
@@ -279,6 +326,7 @@ using SupportsFn = int (*)(const fc_problem*);
 using ForwardFn = int (*)(const fc_problem*, const void*, const void*, const void*, void*, float*, void*);
 using Supports2Fn = int (*)(const fc_problem2*);
 using Forward2Fn = int (*)(const fc_problem2*, const fc_forward_args*);
+using Backward2Fn = int (*)(const fc_problem2*, const fc_forward_args*, const fc_backward_args*);
 template <size_t... I>
 constexpr auto supports_table(std::index_sequence<I...>) { return std::array<SupportsFn, kSlots>{&supports_at<I>...}; }
 template <size_t... I>
@@ -287,6 +335,8 @@ template <size_t... I>
 constexpr auto supports2_table(std::index_sequence<I...>) { return std::array<Supports2Fn, kSlots>{&supports2_at<I>...}; }
 template <size_t... I>
 constexpr auto forward2_table(std::index_sequence<I...>) { return std::array<Forward2Fn, kSlots>{&forward2_at<I>...}; }
+template <size_t... I>
+constexpr auto backward2_table(std::index_sequence<I...>) { return std::array<Backward2Fn, kSlots>{&backward2_at<I>...}; }
 
 // The Capabilities as ABI 2's declared space, field for field (the runner's loader maps it back).
 void declare2(Exported& e, const Capabilities& c) {
@@ -329,14 +379,17 @@ std::vector<Exported>& exported() {
     const auto fwd = forward_table(std::make_index_sequence<kSlots>{});
     const auto sup2 = supports2_table(std::make_index_sequence<kSlots>{});
     const auto fwd2 = forward2_table(std::make_index_sequence<kSlots>{});
+    const auto bwd2 = backward2_table(std::make_index_sequence<kSlots>{});
     for (const KernelDef& d : registered_kernels()) {
       if (v.size() == kSlots) {
         std::fprintf(stderr, "kernel_module: more than %zu kernels registered; the rest are not exported\n", kSlots);
         break;
       }
       Exported& e = v.emplace_back();
-      const Capabilities& c = d.caps;
       e.def = &d;
+      e.backward = kBackwardModule && d.backward;
+      e.caps = e.backward ? backward_space(d.caps, d.backward_caps) : d.caps;
+      const Capabilities& c = e.caps;
       e.name = d.name + FC_MODULE_SUFFIX;
       e.head_dims = c.head_dims;
       e.page_sizes = c.page_sizes;
@@ -364,8 +417,9 @@ std::vector<Exported>& exported() {
       const fc_empty_lse empty = c.empty_lse == EmptyRowLse::pos_inf ? FC_EMPTY_LSE_POS_INF : FC_EMPTY_LSE_NEG_INF;
       e.kernel = fc_kernel{FLASHCHECK_PLUGIN_ABI_VERSION, sizeof(fc_kernel), e.name.c_str(), mem, lse, empty,
                            sup[i], fwd[i], &last_error, &e.space};
+      const uint32_t flags = e.backward && d.backward_caps.deterministic ? FC_KERNEL_DETERMINISTIC_BACKWARD : 0u;
       e.kernel2 = fc_kernel2{FLASHCHECK_PLUGIN_ABI2_VERSION, sizeof(fc_kernel2), e.name.c_str(), mem, lse, empty,
-                             sup2[i], fwd2[i], &last_error, &e.space2, nullptr, 0};
+                             sup2[i], fwd2[i], &last_error, &e.space2, e.backward ? bwd2[i] : nullptr, flags};
     }
     return v;
   }();

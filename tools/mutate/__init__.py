@@ -7,7 +7,8 @@ tools/mutate/MUTATION.md):
 
   list     print the mutants (id, file:line, description)
   apply    show one mutant's diff, or apply it to a copy of the tree (--root)
-  build    build every mutant's binary from a pre-built base build dir, in parallel
+  build    build every mutant's binary from a pre-built base build dir, in parallel (--plugin: as
+           plugin modules; --plugin-backward: modules exporting the kernel's backward pass)
   run      run check commands on every built mutant: exit 1, a crash or a timeout kills it
   all      build and run in one pipeline under a deadline (one device call), then report
   report   score = killed / (tested - equivalent), survivors with their diffs

@@ -60,6 +60,11 @@ def main(argv=None):
         sp.add_argument("--perturb", action="store_true",
                         help="with --plugin: build against the perturbed build (-DFLASHCHECK_PERTURB=1 on every "
                              "compile: race instrumentation, gpu/common/perturb.h); use its own --work folder")
+        sp.add_argument("--plugin-backward", action="store_true",
+                        help="with --plugin: modules of the backward pass (gpu/plugin/kernel_module.cpp compiled with "
+                             "-DFC_MODULE_BACKWARD=1: a kernel's backward exported through ABI 2 with its own declared "
+                             "space, for `run --backward --plugin` and mutate_device.py --checks backward); use its "
+                             "own --work folder")
         sp.add_argument("--cudart", choices=("shared", "static"), default="shared",
                         help="with --plugin: link the CUDA runtime shared (libcudart.so beside flashcheck or on the "
                              "library path; smallest) or static (self-contained, ~1 MB more per mutant)")

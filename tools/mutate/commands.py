@@ -23,11 +23,11 @@ def save_catalogue(work, mutants, args):
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "mutants.json")
     old = read_json(path) or {"mutants": []}
-    perturb = check_work_kind(work, args)
+    perturb, backward = check_work_kind(work, args)
     by_id = {m["id"]: m for m in old["mutants"]}
     for m in mutants:
         by_id[m.id] = asdict(m)
-    write_json(path, {"kernel_dir": args.kernel_dir, "also": args.also or [], "perturb": perturb,
+    write_json(path, {"kernel_dir": args.kernel_dir, "also": args.also or [], "perturb": perturb, "backward": backward,
                       "mutants": list(by_id.values())})
 
 
@@ -58,13 +58,16 @@ def selected(args):
 
 
 def check_work_kind(work, args):
-    """Built objects are reused by id: perturbed and plain mutants must not share a work folder."""
-    perturb = bool(getattr(args, "perturb", False))
+    """Built objects are reused by id: perturbed and plain mutants, and modules of the forward and of
+    the backward (--plugin-backward), must not share a work folder. Returns (perturb, backward)."""
+    kind = {"perturb": bool(getattr(args, "perturb", False)), "backward": bool(getattr(args, "plugin_backward", False))}
     old = read_json(os.path.join(work, "mutants.json")) or {"mutants": []}
-    if old["mutants"] and bool(old.get("perturb", False)) != perturb:
-        raise SystemExit("mutate: %s holds %s mutants; use another --work for %s ones" %
-                         (work, "perturbed" if old.get("perturb") else "plain", "perturbed" if perturb else "plain"))
-    return perturb
+    names = {"perturb": ("plain", "perturbed"), "backward": ("forward-module", "backward-module")}
+    for key, (no, yes) in names.items():
+        if old["mutants"] and bool(old.get(key, False)) != kind[key]:
+            raise SystemExit("mutate: %s holds %s mutants; use another --work for %s ones" %
+                             (work, yes if old.get(key) else no, yes if kind[key] else no))
+    return kind["perturb"], kind["backward"]
 
 
 def make_plan(root, args):
@@ -73,10 +76,12 @@ def make_plan(root, args):
         # A flashcheck relinked with perturbed kernel objects would mix two layouts of FwdParams
         # (the perturbed one has a field more) across inline functions the kernels share.
         raise SystemExit("mutate: --perturb builds plugin modules only: add --plugin")
+    if getattr(args, "plugin_backward", False) and not args.plugin:
+        raise SystemExit("mutate: --plugin-backward builds plugin modules only: add --plugin")
     if not args.plugin:
         return plan_build(root, args.base, args.target, args.kernel_dir)
     plan = plan_plugin(root, args.base, args.kernel_dir, args.work, args.plugin_arch, args.plugin_suffix, args.cudart,
-                       args.jobs, ["FLASHCHECK_PERTURB=1"] if args.perturb else [])
+                       args.jobs, ["FLASHCHECK_PERTURB=1"] if args.perturb else [], getattr(args, "plugin_backward", False))
     # The unmutated module is the baseline: every check must pass on it before a mutant is scored.
     if getattr(args, "check", None) and not args.baseline:
         args.baseline = os.path.join(plan.link_cwd, plan.target)

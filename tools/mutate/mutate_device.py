@@ -11,7 +11,9 @@ The checks (`--checks`) are, on the module loaded with --plugin, either the stan
 for a kernel (a campaign of 150 cases, fail-fast, the fixed edge/regression shapes of
 runner/gpu_variants_test.cpp (EdgeShapesPass) as `run --problem` lines, and a production-load slice
 `run --load`), or the variant check (problem model 2 through the module's ABI 2 space: campaigns
-`--variants all`, `--require window`, `--require varlen`, fixed variant problems, a plain campaign).
+`--variants all`, `--require window`, `--require varlen`, fixed variant problems, a plain campaign),
+or the backward check (modules built with `build --plugin --plugin-backward`: `run --backward`
+campaigns under two seeds and fixed backward problems, a deterministic backward called 3 times a case).
 A fixed problem the unmutated module does not run (not in the kernel's declared space: exit 125) is
 dropped for its mutants. Python 3 standard library only; see tools/mutate/MUTATION.md ("Plugin mutants").
 """
@@ -22,6 +24,7 @@ import io
 import json
 import lzma
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -81,6 +84,37 @@ VARIANT_EDGE_SHAPES = [
     "b=3 hq=2 hkv=1 sq=0,0,0 skv=5,0,64 d=64 causal=none layout=thd",
 ]
 
+# The backward set's fixed problems (`--checks backward`, plain attention, Dqk = Dv in {64, 128} as
+# mma_f16's backward declares; a problem outside a module's backward space is 125 on the unmutated
+# module and dropped): a single query and a single key, Sq = 1 against a long Skv (GQA), Sq > Skv
+# bottom-right (rows that see no key: zero gradients, lengths off every tile), Sq < Skv
+# bottom-right, GQA 4 of 8 (groups of 2 and of 4) with top-left masking, lengths one off a 64-row
+# tile either way, and several batches of one long head. dtype alternates bf16, f16, and the mode
+# of a backward that declares determinism alternates every two problems (backward_mode_seed), so
+# each (dtype, mode) pair runs twice.
+BACKWARD_EDGE_SHAPES = [
+    "b=1 hq=2 hkv=2 sq=1 skv=1 d=64 causal=none",
+    "b=2 hq=8 hkv=2 sq=1 skv=300 d=128 causal=bottom_right",
+    "b=2 hq=4 hkv=1 sq=300 skv=1 d=64 causal=bottom_right",
+    "b=1 hq=8 hkv=2 sq=257 skv=129 d=128 causal=bottom_right",
+    "b=1 hq=4 hkv=4 sq=129 skv=383 d=64 causal=bottom_right",
+    "b=2 hq=8 hkv=4 sq=200 skv=333 d=128 causal=top_left",
+    "b=1 hq=2 hkv=1 sq=65 skv=63 d=64 causal=top_left",
+    "b=3 hq=4 hkv=1 sq=97 skv=191 d=128 causal=none",
+]
+
+
+def backward_mode_seed(start, deterministic):
+    """The first input seed from `start` whose case runs the asked mode of a backward declared
+    deterministic: runner/backward_campaign.cpp deterministic_mode, the top bit of the seed times
+    0x9E3779B97F4A7C15 (mod 2^64), picks the deterministic mode (called 3 times, compared
+    bitwise) or the default one (atomics allowed, called once). The selftest checks that flashcheck
+    runs the mode this says."""
+    s = start
+    while (((s * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 63 == 1) != deterministic:
+        s += 1
+    return s
+
 
 def checks_for(args):
     """(name, command template, droppable) in order: cheap and most killing first; a mutant stops at
@@ -92,6 +126,20 @@ def checks_for(args):
     one = "{fc} run --plugin {bin} --kernel {kernel} --timeout %d" % args.case_timeout
     run = one + " --seed %d --no-shrink --fail-fast" % args.seed
     shapes = EDGE_SHAPES
+    if args.checks == "backward":
+        # run --backward (the module's backward space: plain problems, both dtypes, its head dims,
+        # causal modes, GQA). A backward declared deterministic runs, per case, its deterministic
+        # mode (3 calls compared bitwise by flashcheck) or its default one (atomic dQ), half the
+        # cases each. Two seeds: the second campaign after the fixed problems.
+        one = "{fc} run --backward --plugin {bin} --kernel {kernel} --timeout %d" % args.case_timeout
+        brun = one + " --no-shrink --fail-fast --max-seq %d --max-work %g%s" % (
+            args.backward_max_seq, args.backward_max_work, " --oracle %s" % args.oracle if args.oracle else "")
+        out = [("backward", brun + " --seed %d --cases %d" % (args.seed, args.cases), False)]
+        out += [("bedge%d" % i, one + " --problem %s --dist normal --input-seed %d"
+                 % (shlex.quote("%s dtype=%s" % (s, DTYPES[i % 2])), backward_mode_seed(args.seed, i // 2 % 2 == 0)), True)
+                for i, s in enumerate(BACKWARD_EDGE_SHAPES)]
+        out.append(("backward2", brun + " --seed %d --cases %d" % (args.seed + 1, args.cases), False))
+        return out
     if args.checks == "variants":
         # Problem model 2 (the module's ABI 2 space): every declared variant, then a window and a
         # packed batch in every case, then plain problems (the plain instantiation shares the
@@ -155,7 +203,8 @@ def cmd_pack(args):
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
                 kernels.append({"name": name, "library": lib, "plugin_kernel": (registered or name) + args.suffix,
-                                "kernel_dir": cat.get("kernel_dir"), "mutants": len(kept)})
+                                "kernel_dir": cat.get("kernel_dir"), "mutants": len(kept),
+                                "backward": bool(mod.get("backward", False))})
                 print("packed %s: %d mutants" % (name, len(kept)))
             data = json.dumps({"kernels": kernels}, indent=1).encode()
             info = tarfile.TarInfo("manifest.json")
@@ -166,7 +215,26 @@ def cmd_pack(args):
         raise
     os.replace(part, args.out)
     print("%s: %.1f MiB" % (args.out, os.path.getsize(args.out) / 2**20))
+    if args.flashcheck:
+        pack_binary(args.flashcheck, os.path.join(os.path.dirname(os.path.abspath(args.out)), "bin.tar.xz"))
     return 0
+
+
+def pack_binary(fc, out):
+    """The unmutated flashcheck and the BLAS runtime it links (OpenBLAS with its Fortran, quadmath and
+    OpenMP libraries: not on every GPU machine; the C and C++ runtimes are the machine's own) as one
+    xz tar, flashcheck and lib/; lib/ goes on LD_LIBRARY_PATH there."""
+    ldd = subprocess.run(["ldd", fc], capture_output=True, text=True, check=True).stdout
+    # "libopenblas.so.0 => /usr/lib/.../libopenblas.so.0 (0x...)": the soname and the path it resolves to
+    libs = sorted(set(re.findall(r"^\s*(\S*(?:openblas|gfortran|quadmath|gomp)\S*)\s*=>\s*(/\S+)", ldd, re.M)))
+    part = out + ".part"
+    xz = lzma.LZMAFile(part, "w", format=lzma.FORMAT_XZ, filters=[{"id": lzma.FILTER_LZMA2, "preset": 9, "dict_size": 192 << 20}])
+    with xz, tarfile.open(fileobj=xz, mode="w") as tar:
+        tar.add(os.path.realpath(fc), arcname="flashcheck")
+        for name, path in libs:
+            tar.add(os.path.realpath(path), arcname="lib/" + name)  # the file behind the soname's link
+    os.replace(part, out)
+    print("%s: flashcheck and %d libraries, %.1f MiB" % (out, len(libs), os.path.getsize(out) / 2**20))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,7 +327,39 @@ def baseline(k, args, clock, env, log):
     return ok, keep
 
 
+def dry_run(args):
+    """The checks each kernel of the pack would run, as shell lines ({bin}: the mutant's module)."""
+    fc = args.flashcheck or os.path.join(os.path.abspath(args.dest), "_bin", "flashcheck")  # where --bin unpacks it
+    names = [("{kernel}", "{kernel}")]
+    if args.pack:
+        with tarfile.open(args.pack) as tar:
+            man = json.load(tar.extractfile("manifest.json"))
+        names = [(k["name"], k["plugin_kernel"]) for k in man["kernels"] if not args.kernel or k["name"] in args.kernel]
+    for name, kernel in names:
+        print("# %s: %s checks, in order (a mutant stops at its first kill)" % (name, args.checks))
+        for check, tpl, droppable in checks_for(args):
+            print("%-10s %s%s" % (check, fill(tpl, fc, "{bin}", kernel), "   # dropped if 125 unmutated" if droppable else ""))
+    return 0
+
+
+def unpack_binary(bin_pack, dest, env):
+    """pack --flashcheck's bin.tar.xz unpacked under DEST/_bin: its flashcheck, with lib/ first on the
+    library path of every check (the checks' environment, `env`)."""
+    d = os.path.join(dest, "_bin")
+    with tarfile.open(bin_pack) as tar:
+        tar.extractall(d)
+    lib = os.path.join(d, "lib")
+    env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return os.path.join(d, "flashcheck")
+
+
 def cmd_run(args):
+    if not args.flashcheck and not args.bin:
+        raise SystemExit("mutate_device.py run: give --flashcheck or --bin")
+    if args.dry_run:
+        return dry_run(args)
+    if not args.pack:
+        raise SystemExit("mutate_device.py run: --pack is required (except with --dry-run)")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     logf = open(os.path.join(out, "mutation.log"), "w")
@@ -285,6 +385,8 @@ def cmd_run(args):
                 if os.path.exists(os.path.join(kd, m_id, "result.json")):
                     os.remove(os.path.join(kd, m_id, "result.json"))
     env = dict(os.environ)
+    if args.bin:
+        args.flashcheck = unpack_binary(args.bin, dest, env)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
     for e in args.env or []:
         # e.g. FLASHCHECK_PERTURB_SEED=7 for perturbed modules (gpu/common/perturb_host.h): the
@@ -302,6 +404,10 @@ def cmd_run(args):
         if args.kernel and k["name"] not in args.kernel:
             continue
         k["dir"] = os.path.join(dest, k["name"])
+        if args.checks == "backward" and not k.get("backward"):
+            # Its module exports no backward: every check would be 125 on it.
+            log("  %s: its modules were built without --plugin-backward (no backward exported); not scored" % k["name"])
+            continue
         ok, checks = baseline(k, args, clock, env, log)
         if ok:
             k["checks"] = checks
@@ -381,6 +487,11 @@ def cmd_run(args):
         rows.append((k["name"], s))
     with open(os.path.join(out, "mutation_summary.json"), "w") as f:
         json.dump({"summary": summary, "seconds": round(time.time() - clock.t0, 1)}, f, indent=1)
+    with open(os.path.join(out, "survivors.txt"), "w") as f:  # one line a survivor, every kernel
+        for name, _ in rows:
+            for sv in read_json(os.path.join(out, "mutation_%s.json" % name))["survivors"]:
+                f.write("%-9s %-38s %s:%s  %s\n" % (name, sv["id"], sv.get("file", "?"), sv.get("line", "?"),
+                                                    sv.get("description", "")))
     print()
     print("MUTATION SCORE (device check on plugin mutants; full reports: $OUT/mutation_<kernel>.txt/.json)")
     print("%-10s %6s %6s %6s %6s %6s %7s %7s %7s" % ("kernel", "built", "tested", "killed", "surv", "equiv", "not_run",
@@ -411,10 +522,16 @@ def main(argv=None):
                     "registered name when it is not NAME)")
     sp.add_argument("--suffix", default=".mutant", help="the --plugin-suffix the modules were built with")
     sp.add_argument("--out", required=True, help="the .tar.xz to write")
+    sp.add_argument("--flashcheck", help="also write bin.tar.xz beside --out: this flashcheck binary and the BLAS "
+                    "runtime it links (lib/), for a GPU machine that has neither")
     sp.set_defaults(fn=cmd_pack)
     sp = sub.add_parser("run", help="check packed mutants with an unmutated flashcheck (no build)")
-    sp.add_argument("--pack", required=True)
-    sp.add_argument("--flashcheck", required=True, help="the unmutated flashcheck binary")
+    sp.add_argument("--pack", help="the .tar.xz of `pack` (required unless --dry-run)")
+    sp.add_argument("--flashcheck", help="the unmutated flashcheck binary")
+    sp.add_argument("--bin", help="instead of --flashcheck: the bin.tar.xz of `pack --flashcheck` (flashcheck and its "
+                    "BLAS runtime), unpacked under --dest")
+    sp.add_argument("--dry-run", action="store_true",
+                    help="print each kernel's checks as shell lines (the pack's kernels when --pack is given) and stop")
     sp.add_argument("--dest", default="/tmp/fc_mutants", help="where the pack is unpacked")
     sp.add_argument("--out", default=os.environ.get("OUT", "mutation-out"))
     sp.add_argument("--kernel", action="append", help="only these kernels of the pack")
@@ -433,13 +550,18 @@ def main(argv=None):
     sp.add_argument("--cases", type=int, default=150)
     sp.add_argument("--load-cases", type=int, default=6)
     sp.add_argument("--case-timeout", type=int, default=20, help="flashcheck run --timeout: seconds per case")
-    sp.add_argument("--checks", choices=("standard", "variants"), default="standard",
+    sp.add_argument("--checks", choices=("standard", "variants", "backward"), default="standard",
                     help="standard: campaign, the EdgeShapesPass shapes, load (plain problems); variants: problem "
                          "model 2 (campaigns --variants all, --require window, --require varlen, fixed variant "
-                         "problems, a plain campaign), for modules exporting ABI 2")
+                         "problems, a plain campaign), for modules exporting ABI 2; backward: run --backward "
+                         "campaigns (--seed, then --seed + 1, --cases each) and BACKWARD_EDGE_SHAPES, for modules "
+                         "built with --plugin-backward")
+    sp.add_argument("--backward-max-seq", type=int, default=384, help="backward: the campaigns' --max-seq")
+    sp.add_argument("--backward-max-work", type=float, default=3e7, help="backward: the campaigns' --max-work")
     sp.add_argument("--max-seq", type=int, default=600, help="variants: the campaigns' --max-seq")
     sp.add_argument("--max-work", type=float, default=6e7, help="variants: the campaigns' --max-work")
-    sp.add_argument("--oracle", choices=("cpu", "gpu", "auto"), help="variants: the campaigns' --oracle (default: flashcheck's)")
+    sp.add_argument("--oracle", choices=("cpu", "gpu", "auto"),
+                    help="variants, backward: the campaigns' --oracle (default: flashcheck's)")
     sp.set_defaults(fn=cmd_run)
     args = p.parse_args(argv)
     if getattr(args, "flashcheck", None):

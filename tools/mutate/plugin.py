@@ -66,11 +66,14 @@ def cuda_lib_dir(tus):
     return cuda_dir(tus, ("lib64", "targets/x86_64-linux/lib", "lib"))
 
 
-def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cudart="shared", jobs=2, defines=()):
+def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cudart="shared", jobs=2, defines=(),
+                backward=False):
     """A BuildPlan whose 'link' makes WORK/_module/<kernel>.so from base objects compiled here (the
     unmutated module, also the baseline), so build_one swaps in a mutant's objects exactly as it
     does for a flashcheck binary. `defines` (NAME or NAME=VALUE) are added to every compile: the
-    perturbed build is `FLASHCHECK_PERTURB=1` (gpu/common/perturb.h)."""
+    perturbed build is `FLASHCHECK_PERTURB=1` (gpu/common/perturb.h). `backward`: the adapter is
+    compiled with FC_MODULE_BACKWARD, so the module exports the kernel's backward pass with the
+    backward's declared space (gpu/plugin/kernel_module.cpp), for `run --backward --plugin`."""
     root = os.path.realpath(root)
     work = os.path.realpath(work)
     kplan = plan_build_tus(root, base, kernel_dir)
@@ -93,6 +96,8 @@ def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cuda
                 for a in plugin_args(cxx["args"], arch)]
         if rel.endswith("kernel_module.cpp"):
             args.insert(1, '-DFC_MODULE_SUFFIX="%s"' % suffix)
+            if backward:
+                args.insert(1, "-DFC_MODULE_BACKWARD=1")
             # The adapter reads a device kernel's cu_seqlens and seqused through host copies
             # (cudaMemcpy): without FC_MODULE_CUDA a module refuses every packed or seqused problem,
             # and a variant campaign on it scores nothing (CMake builds flashcheck_perturbed so too).
@@ -126,7 +131,7 @@ def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cuda
     plan = BuildPlan(root, base, name, tus + extra, mod, link, closure)
     lib = os.path.join(mod, name)
     stamp = os.path.join(mod, "module.json")
-    key = {"arch": arch, "suffix": suffix, "cudart": cudart, "link": link,
+    key = {"arch": arch, "suffix": suffix, "cudart": cudart, "backward": backward, "link": link,
            "compile": [t["args"] for t in tus + extra]}
     if (read_json(stamp) or {}).get("key") != key or not os.path.exists(lib):
         t0 = time.time()
@@ -149,6 +154,6 @@ def plan_plugin(root, base, kernel_dir, work, arch="90a", suffix=".mutant", cuda
                 rcs = list(ex.map(compile_once, tus + extra))
             if any(rcs) or sh([lib if a == "PLACEHOLDER" else a for a in link], mod, log):
                 raise SystemExit("mutate: the unmutated module does not build; see %s" % os.path.join(mod, "build.log"))
-        write_json(stamp, {"key": key, "seconds": round(time.time() - t0, 1), "library": name})
+        write_json(stamp, {"key": key, "seconds": round(time.time() - t0, 1), "library": name, "backward": backward})
         print("built the unmutated module %s in %.0fs" % (lib, time.time() - t0), flush=True)
     return plan

@@ -2,6 +2,7 @@
 perturbed build's code included), ids, apply, a real build and run of toy mutants and the report;
 with --flashcheck BUILD also plugin modules of gpu/plugin/host_module. Standard library only."""
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -10,7 +11,7 @@ import sys
 import tempfile
 
 from .build import build_one, plan_build
-from .commands import make_plan, save_catalogue
+from .commands import check_work_kind, make_plan, save_catalogue
 from .operators import OPERATORS
 from .report import compute_report, print_report, read_equivalent
 from .run import check_env, run_check, run_one
@@ -269,8 +270,9 @@ def selftest_plugin(tmp, check, build):
     check(os.path.basename(args.baseline) == "host_module.so" and os.path.exists(args.baseline),
           "the unmutated module is the baseline: %s" % args.baseline)
     rels = {t["rel"] for t in plan.tus}
-    check({"gpu/plugin/host_module/host_attention.cpp", "gpu/plugin/host_module/register.cpp"} |
-          set(MODULE_SOURCES) == rels, "module TUs: the kernel's and the module's own, %s" % sorted(rels))
+    check({"gpu/plugin/host_module/host_attention.cpp", "gpu/plugin/host_module/host_backward.cpp",
+           "gpu/plugin/host_module/register.cpp"} | set(MODULE_SOURCES) == rels,
+          "module TUs: the kernel's and the module's own, %s" % sorted(rels))
     nm = subprocess.run(["nm", "-D", "--defined-only", args.baseline], capture_output=True, text=True).stdout.split()
     check("flashcheck_get_kernel" in nm and "flashcheck_get_kernel2" in nm and not any("registered_kernels" in x for x in nm),
           "a module exports both ABI entry points alone: %s" % nm)
@@ -339,6 +341,92 @@ def selftest_plugin(tmp, check, build):
             v, rc, _, tail = run_check("%s run --kernel replica --problem %s --dist normal --input-seed 11"
                                        % (shlex.quote(fc), shlex.quote(line)), 300, env)
             check(v == "pass", "mutate_device.py fixed problem %r on the replica (rc=%s):\n%s" % (line, rc, tail[-800:]))
+    selftest_plugin_backward(tmp, check, root, build, md, window[0], pack)
+
+
+def selftest_plugin_backward(tmp, check, root, build, md, window, forward_pack):
+    """--plugin-backward on gpu/plugin/host_module: the module exports the folder's backward with its
+    own declared space (head dims 16 and 32, deterministic); mutate_device.py --checks backward kills
+    a fault of the backward that the forward's checks cannot see, and a forward-only (window) fault
+    survives it; a forward module's pack is refused for the backward set; the set's fixed problems
+    are valid backward problems (the CPU example kernel with a backward passes each)."""
+    fc = os.path.join(build, "flashcheck")
+    kd, also = "gpu/plugin/host_module", ["gpu/common/var_params_host.cpp"]
+    ms = enumerate_mutants(root, kd, also, ops=["OBO"], only=["gpu/plugin/host_module/host_backward.cpp"])
+    # The causal bound `i + d + 1` without its + 1: the diagonal key dropped from every causal row's
+    # gradients (the forward still sees it): only a backward check can tell.
+    diag = [m for m in ms if "i + d + 1" in original_line(m)]
+    check(len(diag) == 1, "host_backward.cpp: one OBO mutant of the causal bound, got %s" % [m.description for m in ms])
+    if not diag:
+        return
+    work = os.path.join(tmp, "bwork")
+    args = argparse.Namespace(plugin=True, base=build, kernel_dir=kd, work=work, plugin_arch="90a", plugin_suffix=".mutant",
+                              cudart="shared", jobs=2, check=["x"], baseline=None, perturb=False, plugin_backward=True,
+                              target="flashcheck", also=also)
+    plan = make_plan(root, args)
+    listed = subprocess.run([fc, "list", "--plugin", args.baseline, "--json", "-"], capture_output=True, text=True).stdout
+    desc = {}
+    try:
+        desc = {k["name"]: k for k in json.loads(listed)}.get("host_attention.mutant", {})
+    except ValueError:
+        pass
+    check((desc.get("backward") or {}).get("deterministic") is True and desc.get("head_dims") == [16, 32],
+          "the backward module exports a deterministic backward and declares its space (head dims 16, 32):\n%s" % listed[-1500:])
+    # The fixed problems' input seeds pick each mode of a backward declared deterministic as
+    # flashcheck does (runner/backward_campaign.cpp deterministic_mode).
+    for det in (True, False):
+        seed = md.backward_mode_seed(11, det)
+        out = subprocess.run("%s run --backward --plugin %s --kernel host_attention.mutant --problem %s --input-seed %d" % (
+            shlex.quote(fc), shlex.quote(args.baseline), shlex.quote("b=1 hq=2 hkv=1 sq=20 skv=30 d=16 dtype=f32"), seed),
+            shell=True, capture_output=True, text=True).stdout
+        ran = "3 calls gave the same bits" in out, "deterministic=false" in out
+        check(ran == (det, not det), "input seed %d runs the %s mode:\n%s" % (seed, "deterministic" if det else "default", out[-1500:]))
+    try:  # a forward module's work folder is not a backward one's
+        check_work_kind(os.path.join(tmp, "pwork"), args)
+        check(False, "a backward build into a forward-module work folder is refused")
+    except SystemExit:
+        pass
+    mutants = [diag[0], window]
+    save_catalogue(work, mutants, args)
+    for m in mutants:
+        r = build_one(plan, m, work, kd, also)
+        check(r["status"] == "built", "%s builds as a backward module: %s" % (m.id, r.get("why", r)))
+    env = check_env(1)
+    plain = ("%s run --plugin %s --kernel host_attention.mutant --seed 5 --max-seq 96 --no-shrink --fail-fast --cases 20"
+             % (shlex.quote(fc), shlex.quote(os.path.join(work, diag[0].id, "host_module.so"))))
+    v, rc, _, tail = run_check(plain, 300, env)
+    check(v == "pass", "the backward fault passes a forward campaign (rc=%s):\n%s" % (rc, tail[-800:]))
+    pack = os.path.join(tmp, "bpack.tar.xz")
+    q = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    r = subprocess.run([sys.executable, md.__file__, "pack", "--work", "hostb=%s,host_attention" % work, "--out", pack], **q)
+    check(r.returncode == 0, "mutate_device.py pack (backward):\n" + r.stdout[-1500:])
+    dry = subprocess.run([sys.executable, md.__file__, "run", "--pack", pack, "--flashcheck", fc, "--checks", "backward",
+                          "--dry-run"], **q).stdout
+    check("run --backward --plugin '{bin}' --kernel host_attention.mutant" in dry and "bedge7" in dry,
+          "--dry-run prints the backward checks:\n" + dry[-1500:])
+    dev_out, dest = os.path.join(tmp, "bdev_out"), os.path.join(tmp, "bdev_dest")
+    run_args = [sys.executable, md.__file__, "run", "--flashcheck", fc, "--checks", "backward", "-j", "2", "--cases", "16",
+                "--backward-max-seq", "64", "--backward-max-work", "2e6", "--dest", dest, "--out", dev_out,
+                "--deadline", "240", "--hard-deadline", "280"]
+    r = subprocess.run(run_args + ["--pack", pack], **q)
+    rep = read_json(os.path.join(dev_out, "mutation_hostb.json")) or {}
+    status = {i: (read_json(os.path.join(dest, "hostb", i, "result.json")) or {}).get("status") for i in (diag[0].id, window.id)}
+    check(r.returncode == 0 and status == {diag[0].id: "killed", window.id: "survived"},
+          "mutate_device.py run --checks backward: %s\n%s" % (status, r.stdout[-2500:]))
+    # The bf16/f16 fixed problems are outside the f32 host backward's space: dropped, the campaigns kept.
+    check(rep.get("checks") == ["backward", "backward2"], "backward checks kept: %s" % rep.get("checks"))
+    check(os.path.exists(os.path.join(dev_out, "survivors.txt")) and window.id in open(os.path.join(dev_out, "survivors.txt")).read(),
+          "survivors.txt lists the survivor")
+    r = subprocess.run(run_args + ["--pack", forward_pack, "--dest", dest + "_fwd"], **q)
+    check(r.returncode == 2 and "without --plugin-backward" in r.stdout,
+          "a forward module's pack is refused for --checks backward (rc=%s):\n%s" % (r.returncode, r.stdout[-800:]))
+    # The backward set's fixed problems on a CPU kernel with a backward (bf16/f16, 3 calls compared).
+    plugins = os.path.join(build, "backward_plugins.so")
+    for i, s in enumerate(md.BACKWARD_EDGE_SHAPES):
+        line = "%s dtype=%s" % (s, md.DTYPES[i % 2])
+        v, rc, _, tail = run_check("%s run --backward --plugin %s --kernel backward_correct --problem %s --dist normal "
+                                   "--input-seed 11" % (shlex.quote(fc), shlex.quote(plugins), shlex.quote(line)), 300, env)
+        check(v == "pass", "mutate_device.py backward problem %r on backward_correct (rc=%s):\n%s" % (line, rc, tail[-800:]))
 
 
 def selftest_build(tmp, check):

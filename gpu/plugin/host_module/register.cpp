@@ -1,10 +1,13 @@
 // The host module's declaration: a space and tile table unlike the plugin defaults (head dims 8..256,
 // 128x128 tiles), with problem-model-2 variants and a left-exclusive window, so a test can tell that
 // the declared space reached the campaign and that the window reaches the kernel in its convention.
+// Its backward (host_backward.cpp) declares a narrower space (head dims 16 and 32, plain problems,
+// deterministic), which a module built with FC_MODULE_BACKWARD declares instead of the forward's.
 #include "gpu/kernel.h"
 
 namespace flashcheck::host_module {
 void launch2(const Problem& p, const KernelArgs& a);
+void backward(const Problem& p, const KernelArgs& fwd, const BackwardArgs& g);
 }
 
 namespace flashcheck {
@@ -25,6 +28,8 @@ KernelDef host_attention() {
   c.window_convention = WindowConvention::left_exclusive;
   KernelDef d{"host_attention", c};
   d.launch2 = host_module::launch2;
+  d.backward = host_module::backward;
+  d.backward_caps = {.dtypes = {}, .head_dims = {16, 32}, .deterministic = true, .variants = false};
   return d;
 }
 
