@@ -50,14 +50,6 @@ __device__ __forceinline__ void frag_a(uint32_t (&a)[4], const uint16_t* tile, i
   ldmatrix_x4(a, chunk_addr<D>(tile, m0 + (lane & 15), 2 * kk + (lane >> 4)));
 }
 
-// A fragment of Aᵀ's tile (the tile holds k rows of m columns: P or dS stored [row][key] read as
-// Pᵀ or dSᵀ): matrix j of the ldmatrix is (m 8·(j & 1).., k 8·(j >> 1)..), which .trans turns into
-// the row-major fragment.
-template <int LD>
-__device__ __forceinline__ void frag_a_trans(uint32_t (&a)[4], const uint16_t* tile, int m0, int kk, int lane) {
-  ldmatrix_x4_trans(a, chunk_addr<LD>(tile, 16 * kk + (lane & 7) + ((lane >> 4) << 3), (m0 >> 3) + ((lane >> 3) & 1)));
-}
-
 // B fragments of two n8 tiles (rows n0..n0+15 of the tile are B's columns, 16·kk.. its k): b[0], b[1]
 // for n-tile n0/8, b[2], b[3] for the next. The tile holds Bᵀ row-major (K in QKᵀ).
 template <int D>

@@ -16,7 +16,7 @@
 # Run from the source root (it reads tools/mutate/ and equivalent_mma_f16_backward.txt if present).
 # Knobs: JOBS (8 mutants at once), CASES (30 per campaign), MAX_SEQ (384), MAX_WORK (3e7), ORACLE
 # (cpu, gpu or auto; default flashcheck's), DEADLINE (380 s: no mutant starts later), HARD_DEADLINE
-# (450 s: running checks are cut, their mutants not run), RESUME=1 (a second call on the warm
+# (450 s: running checks are cut, their mutants not run), CHECK_TIMEOUT (60 s a check), RESUME=1 (a second call on the warm
 # machine keeps the first call's results and checks the rest).
 # Output: the checks (checks.txt), the baseline lines, the score table and survivors last;
 # $OUT/run.log (every line), mutation_mma_f16_backward.txt (survivors with diffs) and .json,
@@ -31,7 +31,7 @@ done
 nvidia-smi -L | tee "$out/device.txt"
 opts=(--pack "$carry/mutbwd_pack.tar.xz" --bin "$carry/bin.tar.xz" --dest /tmp/mutbwd_mutants --out "$out"
       --checks backward -j "${JOBS:-8}" --cases "${CASES:-30}" --backward-max-seq "${MAX_SEQ:-384}"
-      --backward-max-work "${MAX_WORK:-3e7}" --deadline "${DEADLINE:-380}" --hard-deadline "${HARD_DEADLINE:-450}" --timeout 60)
+      --backward-max-work "${MAX_WORK:-3e7}" --deadline "${DEADLINE:-380}" --hard-deadline "${HARD_DEADLINE:-450}" --timeout "${CHECK_TIMEOUT:-60}")
 [ -n "${ORACLE:-}" ] && opts+=(--oracle "$ORACLE")
 [ "${RESUME:-0}" = 1 ] && opts+=(--resume)
 md="$(dirname "$0")/../mutate/mutate_device.py"

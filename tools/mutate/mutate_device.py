@@ -26,6 +26,7 @@ import lzma
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,7 +102,13 @@ BACKWARD_EDGE_SHAPES = [
     "b=2 hq=8 hkv=4 sq=200 skv=333 d=128 causal=top_left",
     "b=1 hq=2 hkv=1 sq=65 skv=63 d=64 causal=top_left",
     "b=3 hq=4 hkv=1 sq=97 skv=191 d=128 causal=none",
+    # A query tile whose last row's diagonal key starts a 64-key tile (row 128 sees key 128): the
+    # deterministic dQ pass must walk that tile (a kv_end one short survived without it).
+    "b=1 hq=2 hkv=1 sq=129 skv=129 d=64 causal=top_left",
 ]
+
+
+BACKWARD_MEMCHECK_SHAPE = "b=2 hq=8 hkv=4 sq=200 skv=333 d=128 causal=top_left"
 
 
 def backward_mode_seed(start, deterministic):
@@ -139,6 +146,18 @@ def checks_for(args):
                  % (shlex.quote("%s dtype=%s" % (s, DTYPES[i % 2])), backward_mode_seed(args.seed, i // 2 % 2 == 0)), True)
                 for i, s in enumerate(BACKWARD_EDGE_SHAPES)]
         out.append(("backward2", brun + " --seed %d --cases %d" % (args.seed + 1, args.cases), False))
+        if shutil.which("compute-sanitizer"):
+            # Last, for what survives the outputs: memory safety, which no gradient shows (a
+            # reduction of zeros one row past the dQ sum, a prefetch past the last step or with no
+            # step at all reading outside q and dO). One problem with keys no row sees (top-left,
+            # Skv > Sq: KV tiles with no step), rows off the warp tiles, GQA, in the default mode
+            # (the dQ sum's atomics), under compute-sanitizer memcheck; the worker process is
+            # followed (--target-processes all).
+            # Its own per-case timeout: memcheck runs the kernels many times slower.
+            slow = "{fc} run --backward --plugin {bin} --kernel {kernel} --timeout %d" % max(120, args.case_timeout)
+            out.append(("bmemcheck", "compute-sanitizer --tool memcheck --error-exitcode 1 --target-processes all "
+                        + slow + " --problem %s --dist normal --input-seed %d"
+                        % (shlex.quote(BACKWARD_MEMCHECK_SHAPE + " dtype=bf16"), backward_mode_seed(args.seed, False)), True))
         return out
     if args.checks == "variants":
         # Problem model 2 (the module's ABI 2 space): every declared variant, then a window and a
