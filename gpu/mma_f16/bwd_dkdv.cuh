@@ -22,21 +22,6 @@
 
 namespace flashcheck::kernels::bwd {
 
-// Calls f(r, c, x, y) for each pair of a warp's share of an accumulator tile: rows r0 + 16·mt +
-// lane/4 (+8) below `len`, columns c0 + 8·nt + 2·(lane % 4), x and y the pair's two values.
-template <int MT, int NT, class F>
-__device__ __forceinline__ void for_each_pair(int r0, int c0, int len, const float (&acc)[MT][NT][4], int lane, F&& f) {
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = r0 + 16 * mt + (lane >> 2) + 8 * hf;
-      if (r >= len) continue;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) f(r, c0 + 8 * nt + 2 * (lane & 3), acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1]);
-    }
-}
-
 // Adds a warp's dQ share to the fp32 sum ([rows][D]). Pairs go as one 8-byte reduction where the
 // GPU has them (sm_90): half the atomic instructions. red, not atomicAdd: atomicAdd(float2*)
 // compiles to atom.add.v2.f32, whose unused result still holds two registers until the L2
@@ -51,16 +36,6 @@ __device__ __forceinline__ void add_dq(float* sum, int r0, int c0, int len, cons
     atomicAdd(at, x);
     atomicAdd(at + 1, y);
 #endif
-  });
-}
-
-// Writes a warp's share of dK or dV, times `mul`, as 16-bit pairs to rows of a tensor (row i at
-// g + i·ld).
-template <bool kBf16, int MT, int NT>
-__device__ __forceinline__ void store_acc(uint16_t* g, int64_t ld, int r0, int c0, int len, const float (&acc)[MT][NT][4], float mul,
-                                          int lane) {
-  for_each_pair(r0, c0, len, acc, lane, [=](int r, int c, float x, float y) {
-    *reinterpret_cast<uint32_t*>(g + static_cast<int64_t>(r) * ld + c) = pack2<kBf16>(x * mul, y * mul);
   });
 }
 

@@ -12,6 +12,8 @@
 #include "gpu/mma_f16/bwd_params.h"
 #include "gpu/mma_f16/bwd_tile_size.h"
 #include "gpu/mma_f16/bwd_tiles.cuh"
+#include "gpu/mma_f16/bwd_warp_gemm.cuh"
+#include "gpu/mma_f16/softmax.cuh"
 
 namespace flashcheck::kernels::bwd {
 
@@ -56,11 +58,8 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreadsQ) dq_kernel(BwdParams p
     lse2[hf] = ok ? lse[static_cast<int64_t>(rows[hf]) * p.slse_.seq] * kLog2e : 0.0f;
     del[hf] = ok ? p.delta[(static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + rows[hf]] : 0.0f;
   }
-  float dq[DT][4];
-#pragma unroll
-  for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dq[dt][e] = 0.0f;
+  float dq[1][DT][4];
+  zero(dq);
 
   const float scale_log2 = p.scale * kLog2e;
   for (int t = 0; t < n_tiles; ++t) {
@@ -75,13 +74,9 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreadsQ) dq_kernel(BwdParams p
     const uint16_t* k = sK + st * 64 * D;
     const uint16_t* v = sV + st * 64 * D;
 
-    float s[NT][4], dp[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.0f;
-    gemm_tiles<D, kBf16, NT>(s, sQ, 16 * warp, k, lane);
-    gemm_tiles<D, kBf16, NT>(dp, sdO, 16 * warp, v, lane);
+    float s[1][NT][4], dp[1][NT][4];
+    warp_gemm<kBf16, true, 1, NT, D / 16>(s, RowA<D>(sQ, 16 * warp, lane), KeyB<D>(k, 0, lane), lane);
+    warp_gemm<kBf16, true, 1, NT, D / 16>(dp, RowA<D>(sdO, 16 * warp, lane), KeyB<D>(v, 0, lane), lane);
     const bool edge = n0 + BN > p.seq_kv || m0 + BM > p.seq_q || (p.causal && m0 + off < n0 + BN - 1);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -89,15 +84,29 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreadsQ) dq_kernel(BwdParams p
       for (int e = 0; e < 4; ++e) {
         const int hf = e >> 1, key = n0 + 8 * nt + 2 * (lane & 3) + (e & 1);
         const bool hidden = edge && (key >= p.seq_kv || rows[hf] >= p.seq_q || (p.causal && key > rows[hf] + off));
-        const float pv = exp2f(s[nt][e] * scale_log2 - lse2[hf]);
-        dp[nt][e] = hidden ? 0.0f : pv * (dp[nt][e] - del[hf]);  // dS
+        const float pv = exp2_ftz(s[0][nt][e] * scale_log2 - lse2[hf]);
+        dp[0][nt][e] = hidden ? 0.0f : pv * (dp[0][nt][e] - del[hf]);  // dS
       }
-    gemm_acc_tile<D, kBf16, NT>(dq, dp, k, lane);
+    // dQ += dS·K, dS from the accumulators as A fragments (rounded to the input type), K read as
+    // B over D through one per-lane base.
+    const DimB<D> read_k(k, 0, lane);
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk) {
+      uint32_t a[4];
+      acc_to_a<kBf16>(a, dp[0][2 * kk], dp[0][2 * kk + 1]);
+#pragma unroll
+      for (int np = 0; np < DT / 2; ++np) {
+        uint32_t bk[4];
+        read_k(bk, np, kk, lane);
+        mma_16816<kBf16>(dq[0][2 * np], a, bk[0], bk[1]);
+        mma_16816<kBf16>(dq[0][2 * np + 1], a, bk[2], bk[3]);
+      }
+    }
     __syncthreads();  // every warp is done with stage st before tile t + 2 refills it
   }
   cp_async_wait<0>();
-  store_rows<D, kBf16>(static_cast<uint16_t*>(p.dq) + static_cast<int64_t>(b) * p.sdq_.outer + static_cast<int64_t>(h) * p.sdq_.head,
-                       p.sdq_.seq, m0 + 16 * warp, p.seq_q, dq, p.scale, lane);
+  store_acc<kBf16>(static_cast<uint16_t*>(p.dq) + static_cast<int64_t>(b) * p.sdq_.outer + static_cast<int64_t>(h) * p.sdq_.head,
+                   p.sdq_.seq, m0 + 16 * warp, 0, p.seq_q, dq, p.scale, lane);
 }
 
 }  // namespace flashcheck::kernels::bwd

@@ -15,7 +15,7 @@ namespace flashcheck::kernels::bwd {
 // chunk (c0 + j) ^ (r % 8) of a row r = r0 + (lane's row) with r0 % 8 == 0 is (c0 ^ j) ^ (r % 8)
 // whenever c0's bits and the step's j's do not overlap, so each step is that base plus a row
 // offset (an immediate of the ldmatrix) XOR a compile-time chunk offset: one LOP3 per ldmatrix
-// where the generic chunk_addr spent five (with 18% of the first build's instructions HMMAs, the
+// where computing the swizzled chunk per load spent five (with 18% of the first build's instructions HMMAs, the
 // address arithmetic was a third of the rest: PERF.md session 12). Valid because every tile starts
 // at a multiple of 2·LD bytes, so a row offset never touches the chunk bits (the forward's
 // mainloop.cuh relies on the same).
@@ -104,6 +104,31 @@ __device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+}
+
+// Calls f(r, c, x, y) for each pair of a warp's share of an accumulator tile: rows r0 + 16·mt +
+// lane/4 (+8) below `len`, columns c0 + 8·nt + 2·(lane % 4), x and y the pair's two values.
+template <int MT, int NT, class F>
+__device__ __forceinline__ void for_each_pair(int r0, int c0, int len, const float (&acc)[MT][NT][4], int lane, F&& f) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = r0 + 16 * mt + (lane >> 2) + 8 * hf;
+      if (r >= len) continue;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) f(r, c0 + 8 * nt + 2 * (lane & 3), acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1]);
+    }
+}
+
+// Writes a warp's share of dK, dV or dQ, times `mul`, as 16-bit pairs to rows of a tensor (row i at
+// g + i·ld).
+template <bool kBf16, int MT, int NT>
+__device__ __forceinline__ void store_acc(uint16_t* g, int64_t ld, int r0, int c0, int len, const float (&acc)[MT][NT][4], float mul,
+                                          int lane) {
+  for_each_pair(r0, c0, len, acc, lane, [=](int r, int c, float x, float y) {
+    *reinterpret_cast<uint32_t*>(g + static_cast<int64_t>(r) * ld + c) = pack2<kBf16>(x * mul, y * mul);
+  });
 }
 
 }  // namespace flashcheck::kernels::bwd
