@@ -97,7 +97,16 @@ RC_GTEST_PROP(Checker, FailsAKernelThatTruncatesInsteadOfRounding, ()) {
   }
   RC_PRE(static_cast<int64_t>(distinct.size()) >= kMinDistinctPairsBias && moved * 10 >= significant * 6);
   const Report r = j.judge(bad.o, bad.lse);
-  if (r.pass()) RC_FAIL("a truncating kernel passed:\n" + to_text(r));
+  if (r.pass()) {
+    // Where the same-dtype baseline is itself biased, the bias limit follows it (2x its own bias,
+    // verify/TOLERANCE.md: an honest kernel may lean as far as that computation does), and
+    // truncation within it is not told apart from rounding: seen with f16, Sq = 2, D = 256, where
+    // the eager f16 baseline leaned 0.54 ULP and truncation 0.82.
+    for (const Criterion& c : r.criteria)
+      if (c.name == "rounding_bias" && c.limit > j.opt.tol.max_rounding_bias)
+        RC_DISCARD("the same-dtype baseline leans as far: the bias limit follows it");
+    RC_FAIL("a truncating kernel passed:\n" + to_text(r));
+  }
 }
 
 // A case whose output elements are far from independent: how query rows repeat beyond what the
