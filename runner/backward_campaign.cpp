@@ -23,8 +23,15 @@ Criterion check(const std::string& name, double value, const std::string& detail
 
 }  // namespace
 
-bool deterministic_mode(const Case& c, const BackwardCaps& caps) {
-  return caps.deterministic && ((c.seed * 0x9E3779B97F4A7C15ull) >> 63) != 0;
+namespace {
+bool seed_picks_deterministic(uint64_t seed) { return ((seed * 0x9E3779B97F4A7C15ull) >> 63) != 0; }
+}  // namespace
+
+bool deterministic_mode(const Case& c, const BackwardCaps& caps) { return caps.deterministic && seed_picks_deterministic(c.seed); }
+
+uint64_t seed_in_mode(uint64_t from, bool deterministic) {
+  while (seed_picks_deterministic(from) != deterministic) ++from;
+  return from;
 }
 
 CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows, const std::string& plugin, KernelWorker* worker,

@@ -29,6 +29,10 @@ CaseOutcome run_backward_case(const Variant& v, const Case& c, int64_t max_rows,
 // does not follow the seed's low bits other choices read).
 bool deterministic_mode(const Case& c, const BackwardCaps& caps);
 
+// The first seed from `from` on whose cases run the given mode of a backward declared
+// deterministic: for tests and fixed checks that must cover each mode.
+uint64_t seed_in_mode(uint64_t from, bool deterministic);
+
 // The campaign's runner of backward cases, over backward_space(v.caps(), *v.backward_caps()).
 // Throws CannotTest when the kernel has no backward pass.
 CaseRunner backward_runner(const Variant& v, const CampaignOptions& opt);

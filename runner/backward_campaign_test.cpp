@@ -170,11 +170,7 @@ TEST(BackwardCampaign, TheDefaultModeOfADeterministicKernelIsJudgedToo) {
   Problem p;
   p.batch = 1, p.heads_q = 2, p.heads_kv = 1, p.seq_q = 20, p.seq_kv = 24, p.head_dim_qk = p.head_dim_v = 16;
   p.dtype = DType::f32;
-  auto in_mode = [&](bool deterministic) {
-    Case c{p, Dist::normal, testing::seed_for(0xdef)};
-    while (deterministic_mode(c, *noisy->backward_caps()) != deterministic) ++c.seed;
-    return c;
-  };
+  auto in_mode = [&](bool deterministic) { return Case{p, Dist::normal, seed_in_mode(testing::seed_for(0xdef), deterministic)}; };
   const CaseOutcome quiet = run_backward_case(*noisy, in_mode(false), 1 << 20, kLib);
   SCOPED_TRACE(to_text(quiet));
   ASSERT_TRUE(quiet.backward);
@@ -188,7 +184,8 @@ TEST(BackwardCampaign, TheDefaultModeOfADeterministicKernelIsJudgedToo) {
   EXPECT_TRUE(asked.passed) << to_text(asked);
 }
 
-// Half the seeds run the deterministic mode of a kernel that has one; none of a kernel without.
+// Half the seeds run the deterministic mode of a kernel that has one; none of a kernel without;
+// seed_in_mode finds a seed of either.
 TEST(BackwardCampaign, DeterministicModeTakesHalfTheSeeds) {
   BackwardCaps with, without;
   with.deterministic = true;
@@ -199,6 +196,12 @@ TEST(BackwardCampaign, DeterministicModeTakesHalfTheSeeds) {
     c.seed = rng();
     on += deterministic_mode(c, with);
     EXPECT_FALSE(deterministic_mode(c, without));
+    for (bool mode : {false, true}) {  // seed_in_mode: the first seed from c.seed on of that mode
+      Case m = c;
+      m.seed = seed_in_mode(c.seed, mode);
+      EXPECT_EQ(deterministic_mode(m, with), mode);
+      EXPECT_TRUE(m.seed == c.seed || deterministic_mode(c, with) != mode);
+    }
   }
   EXPECT_GT(on, 1800);
   EXPECT_LT(on, 2200);

@@ -112,8 +112,8 @@ TEST(BackwardModule, RunBackwardOnTheCommandLine) {
   // The declared determinism reached the harness: a seed of the deterministic mode calls the
   // backward 3 times and compares them, one of the default mode calls it once and says so.
   for (bool deterministic : {true, false}) {
-    Case c{parse_problem("b=1 hq=2 hkv=1 sq=20 skv=30 d=16 causal=none dtype=f32"), Dist::normal, testing::seed_for(0xde7)};
-    while (deterministic_mode(c, BackwardCaps{.deterministic = true}) != deterministic) ++c.seed;
+    const Case c{parse_problem("b=1 hq=2 hkv=1 sq=20 skv=30 d=16 causal=none dtype=f32"), Dist::normal,
+                 seed_in_mode(testing::seed_for(0xde7), deterministic)};
     FILE* f = popen((bwd + " --problem '" + to_string(c.problem) + "' --input-seed " + std::to_string(c.seed) + " 2>&1").c_str(), "r");
     ASSERT_TRUE(f);
     std::string out;
