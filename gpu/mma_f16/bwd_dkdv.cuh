@@ -60,15 +60,16 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n0 = blockIdx.x * BN, hk = blockIdx.y, b = blockIdx.z;
   const int group = p.heads_q / p.heads_kv;
-  // Row i sees key j when j ≤ i + off (causal); the tile's first key is seen from row n0 − off on.
-  const int off = p.causal == 2 ? p.seq_kv - p.seq_q : 0;
-  const int first_row = p.causal ? max(0, n0 - off) : 0;
+  const BwdMask mask(p);
+  // The tile's first key is seen from row n0 − off on (causal).
+  const int first_row = p.causal ? max(0, n0 - mask.off) : 0;
   const int t_begin = first_row / BM, t_count = first_row < p.seq_q ? (p.seq_q + BM - 1) / BM - t_begin : 0;
   const int steps = group * t_count;
-  // The warp grids: S/dP rows sr0.. × keys sc0..; dK/dV keys kr0.. × dims kc0..; dQ rows qr0.. × dims qc0...
+  // The warp grids: S/dP rows sr0.. × keys sc0..; dK/dV keys kr0.. × dims kc0..; dQ rows sr0.. (the
+  // rows of the warp's S) × dims qc0...
   const int sr0 = (warp >> 2) * (BM / 2), sc0 = (warp & 3) * 32;
   const int kr0 = (warp >> 1) * 32, kc0 = (warp & 1) * (D / 2);
-  const int qr0 = (warp >> 2) * (BM / 2), qc0 = (warp & 3) * (D / 4);
+  const int qc0 = (warp & 3) * (D / 4);
 
   load_rows<D, T, BN>(sK, row0_of(p.k, p.sk_, b, hk), p.sk_.seq, n0, p.seq_kv, tid);
   load_rows<D, T, BN>(sV, row0_of(p.v, p.sv_, b, hk), p.sv_.seq, n0, p.seq_kv, tid);
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
       // Masking only where a key of the tile can be hidden from a row of the step: the tile's last
       // keys, the query tile's last rows, and causal tiles the diagonal crosses; the other steps
       // run a copy of the loop without the tests.
-      const bool edge = n0 + BN > p.seq_kv || m0 + BM > p.seq_q || (p.causal && m0 + off < n0 + BN - 1);
+      const bool edge = mask.edge(m0, BM, n0, BN);
       // This thread's pairs of P and dS go to rows sr0 + 16·mt + lane/4 (+8), chunk sc0/8 + nt,
       // bytes 4·(lane % 4): one address XOR (nt << 4) (sc0/8 is a multiple of 4, nt < 4).
       const uint32_t at0 = smem_u32(sP) + (sr0 + (lane >> 2)) * (2 * BN) + ((((sc0 >> 3)) ^ (lane >> 2)) << 4) + 4 * (lane & 3);
@@ -140,7 +141,7 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
                   const int key = n0 + sc0 + 8 * nt + 2 * (lane & 3) + e;
                   // Hidden pairs are zeros, not products with zero: 0·NaN from a NaN the row never
                   // sees (or exp2 of a −inf LSE's +inf) would reach the gradients.
-                  if (key >= p.seq_kv || row >= p.seq_q || (p.causal && key > row + off)) pv[e] = ds[e] = 0.0f;
+                  if (mask.hidden(row, key)) pv[e] = ds[e] = 0.0f;
                 }
               }
               const uint32_t at = (at0 + (16 * mt + 8 * hf) * (2 * BN)) ^ (nt << 4);
@@ -157,8 +158,8 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
     warp_gemm<kBf16, false, 2, kVn, BM / 16>(dk, TransA<BN>(sdS, kr0, lane), DimB<D>(q, kc0, lane), lane);
     if constexpr (kAtomicDq) {
       float dq[kSm][kQn][4];
-      warp_gemm<kBf16, true, kSm, kQn, BN / 16>(dq, RowA<BN>(sdS, qr0, lane), DimB<D>(sK, qc0, lane), lane);
-      add_dq<kSm, kQn, D>(p.dq_sum + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q * D, m0 + qr0, qc0, p.seq_q, dq, lane);
+      warp_gemm<kBf16, true, kSm, kQn, BN / 16>(dq, RowA<BN>(sdS, sr0, lane), DimB<D>(sK, qc0, lane), lane);
+      add_dq<kSm, kQn, D>(p.dq_sum + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q * D, m0 + sr0, qc0, p.seq_q, dq, lane);
     }
   }
   cp_async_wait<0>();

@@ -31,10 +31,9 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreadsQ) dq_kernel(BwdParams p
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (p.heads_q / p.heads_kv);
-  const int off = p.causal == 2 ? p.seq_kv - p.seq_q : 0;
-  // Keys the tile's last row sees (causal: up to its diagonal); rows past it see no more.
-  const int last_row = min(m0 + BM, p.seq_q) - 1;
-  const int kv_end = p.causal ? max(0, min(p.seq_kv, last_row + off + 1)) : p.seq_kv;
+  const BwdMask mask(p);
+  // Keys the tile's last row sees; rows before it see no more.
+  const int kv_end = mask.visible(min(m0 + BM, p.seq_q) - 1);
   const int n_tiles = (kv_end + BN - 1) / BN;
 
   load_rows<D, Tr::kThreadsQ>(sQ, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
@@ -77,13 +76,13 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreadsQ) dq_kernel(BwdParams p
     float s[1][NT][4], dp[1][NT][4];
     warp_gemm<kBf16, true, 1, NT, D / 16>(s, RowA<D>(sQ, 16 * warp, lane), KeyB<D>(k, 0, lane), lane);
     warp_gemm<kBf16, true, 1, NT, D / 16>(dp, RowA<D>(sdO, 16 * warp, lane), KeyB<D>(v, 0, lane), lane);
-    const bool edge = n0 + BN > p.seq_kv || m0 + BM > p.seq_q || (p.causal && m0 + off < n0 + BN - 1);
+    const bool edge = mask.edge(m0, BM, n0, BN);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int hf = e >> 1, key = n0 + 8 * nt + 2 * (lane & 3) + (e & 1);
-        const bool hidden = edge && (key >= p.seq_kv || rows[hf] >= p.seq_q || (p.causal && key > rows[hf] + off));
+        const bool hidden = edge && mask.hidden(rows[hf], key);
         const float pv = exp2_ftz(s[0][nt][e] * scale_log2 - lse2[hf]);
         dp[0][nt][e] = hidden ? 0.0f : pv * (dp[0][nt][e] - del[hf]);  // dS
       }

@@ -6,7 +6,9 @@
 #include <cstdint>
 
 #include "gpu/common/cp_async.cuh"
+#include "gpu/common/mask.cuh"
 #include "gpu/common/var_params.h"
+#include "gpu/mma_f16/bwd_params.h"
 #include "gpu/mma_f16/mma.cuh"
 
 namespace flashcheck::kernels::bwd {
@@ -34,6 +36,21 @@ __device__ __forceinline__ void load_rows(uint16_t* tile, const uint16_t* g, int
     cp_async_16(s + i * kStep * D * 2, ok ? src + i * kStep * ld : g, ok);
   }
 }
+
+// The backward's mask, both passes: row i sees keys [0, kv_visible(i)) (gpu/common/mask.cuh, the
+// forward kernels' rule). A step of query rows [m0, m0 + bm) and keys [n0, n0 + bn) needs the test
+// only where a mask reaches it: keys past seq_kv, rows past seq_q, or a causal diagonal crossing it.
+struct BwdMask {
+  int seq_q, seq_kv, causal;
+  int off;  // row i's last visible key is i + off (causal)
+  __device__ __forceinline__ explicit BwdMask(const BwdParams& p)
+      : seq_q(p.seq_q), seq_kv(p.seq_kv), causal(p.causal), off(p.causal == 2 ? p.seq_kv - p.seq_q : 0) {}
+  __device__ __forceinline__ int visible(int row) const { return kv_visible(row, seq_q, seq_kv, causal); }
+  __device__ __forceinline__ bool edge(int m0, int bm, int n0, int bn) const {
+    return n0 + bn > seq_kv || m0 + bm > seq_q || (causal && m0 + off < n0 + bn - 1);
+  }
+  __device__ __forceinline__ bool hidden(int row, int key) const { return row >= seq_q || key >= visible(row); }
+};
 
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
