@@ -3,7 +3,7 @@
 // for `run --backward` (gpu/plugin/kernel_module.cpp built with FC_MODULE_BACKWARD) and the mutation
 // tool's backward check set on host mutants. FlashAttention-2's formulas from the forward's O and
 // LSE, sums in double, one pass in a fixed order (deterministic):
-//   P = exp(s − LSE), D = rowsum(dO ∘ O), dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D),
+//   P = exp(s − LSE) (LSE recomputed in double), D = rowsum(dO ∘ O), dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D),
 //   dQ = scale·dS K, dK = scale·dSᵀ Q; dK and dV of a KV head summed over its query group.
 #include <algorithm>
 #include <cmath>
@@ -25,7 +25,6 @@ void backward(const Problem& p, const KernelArgs& a, const BackwardArgs& g) {
   const auto* k = static_cast<const float*>(a.k.data);
   const auto* v = static_cast<const float*>(a.v.data);
   const auto* o = static_cast<const float*>(a.o.data);
-  const auto* lse = static_cast<const float*>(a.lse.data);
   const auto* dout = static_cast<const float*>(g.dout.data);
   auto* dq = static_cast<float*>(g.dq.data);
   auto* dk = static_cast<float*>(g.dk.data);
@@ -47,13 +46,27 @@ void backward(const Problem& p, const KernelArgs& a, const BackwardArgs& g) {
           const int64_t hi = p.causal == Causal::none ? Skv : std::clamp<int64_t>(i + d + 1, 0, Skv);
           double D = 0;
           for (int64_t c = 0; c < Dv; ++c) D += static_cast<double>(doi[c]) * oi[c];
+          // The row's LSE recomputed in double rather than read from the forward's fp32 LSE: with
+          // |LSE| in the hundreds (outlier keys) fp32 rounds it by ~3e-5, which moves every P by as
+          // much, and this test kernel is meant to be exact, not to probe that (see the closing note
+          // of session 12: whether the baseline rule should allow for it is open).
+          double m = -INFINITY, l = 0;
+          for (int64_t j = 0; j < hi; ++j) {
+            const float* kj = k + at(a.k, b, j, hk);
+            double s = 0;
+            for (int64_t c = 0; c < Dqk; ++c) s += static_cast<double>(qi[c]) * kj[c];
+            const double x = s * scale, mn = std::max(m, x);
+            l = l * std::exp(m - mn) + std::exp(x - mn);
+            m = mn;
+          }
+          const double row_lse = hi > 0 ? m + std::log(l) : 0.0;
           std::fill(dq_row.begin(), dq_row.end(), 0.0);
           for (int64_t j = 0; j < hi; ++j) {  // a row that sees no key (hi = 0) contributes nothing
             const float* kj = k + at(a.k, b, j, hk);
             const float* vj = v + at(a.v, b, j, hk);
             double s = 0, dp = 0;
             for (int64_t c = 0; c < Dqk; ++c) s += static_cast<double>(qi[c]) * kj[c];
-            const double P = std::exp(s * scale - lse[at(a.lse, b, i, h)]);
+            const double P = std::exp(s * scale - row_lse);
             for (int64_t c = 0; c < Dv; ++c) {
               dp += static_cast<double>(doi[c]) * vj[c];
               dv_acc[static_cast<size_t>(j * Dv + c)] += P * doi[c];
