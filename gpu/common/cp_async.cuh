@@ -16,6 +16,10 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
 __device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
 }
+// The same to a shared address already converted, known to be in bounds.
+__device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
+}
 // Copies 16 bytes that are known to be in bounds (no src-size operand, no predicate to compute).
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));

@@ -25,7 +25,8 @@ namespace flashcheck::kernels::bwd {
 // Adds a warp's dQ share to the fp32 sum ([rows][D]). Pairs go as one 8-byte reduction where the
 // GPU has them (sm_90): half the atomic instructions. red, not atomicAdd: atomicAdd(float2*)
 // compiles to atom.add.v2.f32, whose unused result still holds two registers until the L2
-// answers.
+// answers. Tried and measured slower (PERF.md session 13): one per-lane pointer with immediate
+// offsets (fewer instructions, 1.5% slower) and Hopper's bulk reductions from a staged tile (2.5%).
 template <int MT, int NT, int D>
 __device__ __forceinline__ void add_dq(float* sum, int r0, int c0, int len, const float (&acc)[MT][NT][4], int lane) {
   for_each_pair(r0, c0, len, acc, lane, [sum](int r, int c, float x, float y) {
@@ -73,11 +74,11 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
 
   load_rows<D, T, BN>(sK, row0_of(p.k, p.sk_, b, hk), p.sk_.seq, n0, p.seq_kv, tid);
   load_rows<D, T, BN>(sV, row0_of(p.v, p.sv_, b, hk), p.sv_.seq, n0, p.seq_kv, tid);
-  // Step s: query head hk·group + s / t_count, query tile t_begin + s % t_count.
-  auto prefetch = [&](int s) {
-    const int st = s & 1, h = hk * group + s / t_count, m0 = (t_begin + s % t_count) * BM;
-    load_rows<D, T, BM>(sQ + st * BM * D, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
-    load_rows<D, T, BM>(sdO + st * BM * D, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
+  // Step s: query head hk·group + s / t_count, query tile t_begin + s % t_count; stepped, not
+  // divided (two divisions by t_count a step cost ~50 instructions per warp, 4% of them).
+  auto prefetch = [&](int st, int h, int m0) {
+    load_rows<D, T, BM, !kAtomicDq>(sQ + st * BM * D, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
+    load_rows<D, T, BM, !kAtomicDq>(sdO + st * BM * D, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
     // LSE and D by cp.async too: a plain load stored to shared memory would hold its threads (and
     // at the next barrier every warp) for a global latency on every step.
     for (int r = tid; r < BM; r += T) {
@@ -88,7 +89,8 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
       cp_async_4(sDel + st * BM + r, ok ? p.delta + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + i : p.delta, ok);
     }
   };
-  if (steps > 0) prefetch(0);
+  int h = hk * group, t = t_begin;  // step s's query head and query tile
+  if (steps > 0) prefetch(0, h, t * BM);
   cp_async_commit();
 
   float dk[2][kVn][4], dv[2][kVn][4];
@@ -97,13 +99,14 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
 
   const float scale_log2 = p.scale * kLog2e;
   for (int s = 0; s < steps; ++s) {
-    const int st = s & 1, h = hk * group + s / t_count, m0 = (t_begin + s % t_count) * BM;
+    const int st = s & 1, m0 = t * BM;
+    const int t_next = t + 1 == t_begin + t_count ? t_begin : t + 1, h_next = t_next == t_begin ? h + 1 : h;
     // Stage st (issued a step ago) lands, and past this barrier every warp has finished step s − 1,
     // so stage st ^ 1, P and dS are free: the next step's copies go there now, in flight during
     // this step, and the step needs no barrier at its end (two per step, not three).
     cp_async_wait<0>();
     __syncthreads();
-    if (s + 1 < steps) prefetch(s + 1);
+    if (s + 1 < steps) prefetch(st ^ 1, h_next, t_next * BM);
     cp_async_commit();
     const uint16_t* q = sQ + st * BM * D;
     const uint16_t* dO = sdO + st * BM * D;
@@ -119,8 +122,9 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
       // run a copy of the loop without the tests.
       const bool edge = mask.edge(m0, BM, n0, BN);
       // This thread's pairs of P and dS go to rows sr0 + 16·mt + lane/4 (+8), chunk sc0/8 + nt,
-      // bytes 4·(lane % 4): one address XOR (nt << 4) (sc0/8 is a multiple of 4, nt < 4).
-      const uint32_t at0 = smem_u32(sP) + (sr0 + (lane >> 2)) * (2 * BN) + ((((sc0 >> 3)) ^ (lane >> 2)) << 4) + 4 * (lane & 3);
+      // bytes 4·(lane % 4): the address XOR (nt << 4) (sc0/8 is a multiple of 4, nt < 4), the four
+      // precomputed (XorSteps, as the operand readers'): each store is one plus an immediate row offset.
+      const XorSteps<4> at0(smem_u32(sP) + (sr0 + (lane >> 2)) * (2 * BN) + ((((sc0 >> 3)) ^ (lane >> 2)) << 4) + 4 * (lane & 3));
       constexpr uint32_t kPairBytes = 2 * BM * BN;  // sdS follows sP
       auto scores_to_pairs = [&](auto masked) {
 #pragma unroll
@@ -144,7 +148,7 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
                   if (mask.hidden(row, key)) pv[e] = ds[e] = 0.0f;
                 }
               }
-              const uint32_t at = (at0 + (16 * mt + 8 * hf) * (2 * BN)) ^ (nt << 4);
+              const uint32_t at = at0.at[nt] + (16 * mt + 8 * hf) * (2 * BN);
               st_shared_u32(at, pack2<kBf16>(pv[0], pv[1]));
               st_shared_u32(at + kPairBytes, pack2<kBf16>(ds[0], ds[1]));
             }
@@ -161,6 +165,7 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
       warp_gemm<kBf16, true, kSm, kQn, BN / 16>(dq, RowA<BN>(sdS, sr0, lane), DimB<D>(sK, qc0, lane), lane);
       add_dq<kSm, kQn, D>(p.dq_sum + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q * D, m0 + sr0, qc0, p.seq_q, dq, lane);
     }
+    h = h_next, t = t_next;
   }
   cp_async_wait<0>();
 
