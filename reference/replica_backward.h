@@ -45,6 +45,8 @@ enum class BackwardFault {
   dk_not_summed,              // the last KV head's dK takes only its group's first query head (dV is right)
   dq_unscaled,                // dQ without the softmax scale
   softcap_derivative_dropped, // dS not multiplied by the cap's derivative 1 − tanh²
+  dq_row_one_key_short,       // one row's dQ (sequence 0, the last query head, row Sq/2) misses its last
+                              // visible key's term; dK, dV right (a dQ pass whose last tile stops one key short)
 };
 
 struct BackwardReplicaConfig {

@@ -89,6 +89,10 @@ struct GradientData {
   // (a correct e4m3 kernel's was 0.42, cosine 0.87 on one element, where the baselines' were 0.17):
   // the baseline rule with its terms-relative atol judges them.
   bool direction = true;
+  double lse_rel = 0;  // added to the atol (relative to max|r|): the kernel's own fp32 LSE's ε (lse_epsilon)
+  // rows_baseline_relative's per-row floor: coefficient × the row's own terms (BackwardExpected::dq_row_terms).
+  const std::vector<float>* row_terms = nullptr;
+  double row_terms_coef = 0;
 };
 // What the rule adds per unit of a gradient's terms (BackwardExpected::dq_terms). 16 fp32 unit
 // roundoffs: dP − D carries a few, and P sums them over at most one row's worth of keys. With fp8
@@ -98,6 +102,14 @@ struct GradientData {
 // two baselines cannot sample every split (a correct e5m2 kernel with 8-key tiles was 40x both on a
 // row of 16 keys, which both baselines' tiles hold whole).
 double noise_coefficient(const Problem& p) { return is_fp8(p.dtype) ? unit_roundoff(p.dtype) : 0x1p-20; }
+// The kernel's own fp32 LSE (BackwardExpected::lse_magnitude) scales every P of row i by one factor
+// 1 + ε_i, |ε_i| ≤ ε = 2^-22·max|LSE| (two ulps), while D_i = dO_i·O_i comes from O: dS_ij scales
+// by it too, so dQ_i is off by ε_i·dQ_i (relative: the rule's atol takes ε more of max|r|), dK_j by
+// Σ_i ε_i dS_ij q_i (the same where the rows' ε_i agree; taken alike), and dV_j by
+// Σ_i ε_i P_ij dO_i ≤ ε·dv_terms (a floor on the attention the key receives). As a bound on the
+// terms (|dP − D| ≤ 2a_i) it was loose enough to pass dQ + 1 everywhere on outlier keys, whose dQ
+// cancels (P = 1 and D = dP): the error is relative to what survives the cancellation.
+double lse_epsilon(const BackwardExpected& e) { return 0x1p-22 * e.lse_magnitude; }
 
 // What an element is before any error is measured: the one rule the criteria and the map share.
 // ok: compared; empty_row_* : held to exactly 0 (a row that sees no key, a key no row sees).
@@ -139,6 +151,53 @@ GradientMap head_map(const GradientData& g, const GradientLocation& worst, doubl
   return m;
 }
 
+// The baseline rule row by row (rows of dQ: query rows; of dK and dV: keys). The tensor-wide rule's
+// limit is set by the largest baseline error anywhere, so one row a few percent off (dQ's last tile
+// one key short: one of >= 65 terms missing from one row, 1-8% of it) passes it whenever other rows
+// are larger or worse conditioned. Per row, in L2 over its compared elements:
+//   ‖g_r − r_r‖ ≤ row_k·max over baselines ‖b_r − r_r‖ + atol·‖r_r‖ + c·terms·√n_r,
+// the atol relative to the row's own size and the terms' floor (fp32 noise where it cancels, the
+// LSE's rounding) the tensor's, as in the whole-tensor rule. Rows where a baseline is not finite are
+// left to the other criteria. The value is the worst row's ratio to its limit (limit 1).
+struct RowRule {
+  const BackwardTolerance& tol;
+  double lse_rel;            // GradientData::lse_rel
+  double floor_per_element;  // c·terms
+  const std::vector<float>* row_terms;  // GradientData::row_terms, times row_terms_coef
+  double row_terms_coef;
+  size_t nbase;
+  size_t row = SIZE_MAX;
+  double err2 = 0, ref2 = 0;
+  int64_t n = 0;
+  bool base_bad = false;
+  std::vector<double> base2;
+  // Results.
+  double worst_ratio = 0, k_needed = 0, worst_err = 0, worst_ref = 0;
+  size_t worst_row = SIZE_MAX;
+  int64_t rows_judged = 0;
+
+  RowRule(const BackwardTolerance& t, double lse, double floor, const std::vector<float>* terms, double terms_coef, size_t baselines)
+      : tol(t), lse_rel(lse), floor_per_element(floor), row_terms(terms), row_terms_coef(terms_coef), nbase(baselines),
+        base2(baselines, 0.0) {}
+  void start(size_t r) {
+    if (r == row) return;
+    close();
+    row = r, err2 = ref2 = 0, n = 0, base_bad = false;
+    std::fill(base2.begin(), base2.end(), 0.0);
+  }
+  void close() {
+    if (row == SIZE_MAX || n == 0 || base_bad || nbase == 0) return;
+    const double base = std::sqrt(*std::max_element(base2.begin(), base2.end()));
+    const double atol = (tol.baseline_atol + lse_rel) * std::sqrt(ref2) + floor_per_element * std::sqrt(static_cast<double>(n)) +
+                        (row_terms ? row_terms_coef * (*row_terms)[row] : 0.0);
+    const double err = std::sqrt(err2), limit = tol.row_k * base + atol;
+    const double ratio = limit > 0 ? err / limit : (err > 0 ? INFINITY : 0.0);
+    k_needed = std::max(k_needed, err <= atol ? 0.0 : base > 0 ? (err - atol) / base : INFINITY);
+    ++rows_judged;
+    if (ratio > worst_ratio || worst_row == SIZE_MAX) worst_ratio = ratio, worst_row = row, worst_err = err, worst_ref = std::sqrt(ref2);
+  }
+};
+
 GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool map) {
   GradientVerdict v;
   v.name = g.name;
@@ -155,6 +214,7 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
   double diff2 = 0, ref2 = 0, worst_err = -1;
   bool baseline_nonfinite = false;
   size_t worst_e = 0, first_nan = SIZE_MAX, first_zero = SIZE_MAX, first_unwritten = SIZE_MAX;
+  RowRule rows(tol, g.lse_rel, g.noise_coef * g.noise_terms, g.row_terms, g.row_terms_coef, g.baselines.size());
   for (size_t e = 0; e < n; ++e) {
     const float k = g.kernel[e];
     const double o = g.oracle[e];
@@ -179,6 +239,10 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
     }
     ++v.compared;
     const double err = std::fabs(static_cast<double>(k) - o);
+    if (g.rows) {
+      rows.start(e / static_cast<size_t>(g.width));
+      rows.err2 += err * err, rows.ref2 += o * o, ++rows.n;
+    }
     cos.add(k, o);
     diff2 += err * err;
     ref2 += o * o;
@@ -188,9 +252,11 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
       const float bl = g.baselines[x][e];
       if (!std::isfinite(bl)) {
         baseline_nonfinite = true;
+        rows.base_bad = true;
         continue;
       }
       const double berr = std::fabs(static_cast<double>(bl) - o);
+      if (g.rows) rows.base2[x] += berr * berr;
       v.baseline_max_abs = std::max(v.baseline_max_abs, berr);
       base_diff2[x] += berr * berr;
       base_cos[x].add(bl, o);
@@ -283,16 +349,37 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
   add("rel_l2", value_role, Bound::at_most, v.rel_l2, rel_limit, said("|g-r|/|r|", rel_limit > tol.max_rel_l2));
   v.atol_ref = std::max(v.max_ref, g.atol_scale);
   double head_map_unit = 0;
-  const double blimit = tol.baseline_k * v.baseline_max_abs + tol.baseline_atol * v.atol_ref + g.noise_coef * g.noise_terms;
+  const double blimit = tol.baseline_k * v.baseline_max_abs + (tol.baseline_atol + g.lse_rel) * v.atol_ref + g.noise_coef * g.noise_terms;
   // The map's unit: the rule's limit, or its atol part where the baseline is not finite (as the forward's).
   if (map && g.rows && v.worst) head_map_unit = std::isfinite(blimit) && blimit > 0 ? blimit : tol.baseline_atol * v.atol_ref;
   add("baseline_relative", none ? Role::not_computed : baseline_nonfinite ? Role::reported_only : Role::judged, Bound::at_most,
       v.max_abs, blimit,
       none                 ? none_text
       : baseline_nonfinite ? "reported only: the same-dtype baseline replica is NaN/Inf where the oracle is finite, so the rule does not apply"
-      : g.noise_terms > 0  ? "max|g-r| against k*max|baseline-r| + atol*max|r| + c*(the size of the terms it sums: the noise where it cancels; c = 2^-20, fp8: the fp8 unit roundoff) (baseline: the worse of two same-dtype FlashAttention-2 backward replicas)"
+      : g.noise_terms > 0  ? "max|g-r| against k*max|baseline-r| + atol*max|r| + c*(the size of the terms it sums: the noise where it cancels; c = " +
+                                 num_text(g.noise_coef) + ": fp32's 2^-20, fp8's unit roundoff, dv's the fp32 LSE's 2^-22*max|LSE|) (baseline: the worse of two same-dtype FlashAttention-2 backward replicas)"
       : g.atol_scale > 0   ? "max|g-r| against k*max|baseline-r| + atol*max(max|r|, max over heads of the terms' sum P_sink*|dO.O|) (baseline: the worse of two same-dtype FlashAttention-2 backward replicas)"
                            : "max|g-r| against k*max|baseline-r| + atol*max|r| (baseline: the worse of two same-dtype FlashAttention-2 backward replicas)");
+  if (g.rows) {
+    rows.close();
+    v.row_k_needed = rows.k_needed;
+    const bool any = rows.rows_judged > 0;
+    std::ostringstream d;
+    d.precision(3);
+    const char* unit = g.name == "dq" ? "query row" : "key";
+    d << "per " << unit << ": |g-r| against row_k*|baseline-r| + atol*|r| + c*terms*sqrt(n)"
+      << (g.row_terms ? " + 2u*(the row's own terms, u the gradient dtype's unit roundoff)" : "") << ", L2 over the " << unit
+      << "'s compared elements (row_k = " << tol.row_k << "); the worst " << unit << "'s ratio to its limit";
+    if (any) {
+      const size_t w = rows.worst_row;
+      d << ", at (b=" << g.rows->b[w] << (g.name == "dq" ? ", h=" : ", kv head=") << g.rows->h[w] << ", " << (g.name == "dq" ? "row=" : "key=")
+        << g.rows->i[w] << "): |g-r| = " << rows.worst_err << ", |r| = " << rows.worst_ref;
+    }
+    add("rows_baseline_relative", any ? Role::judged : Role::not_computed, Bound::at_most, rows.worst_ratio, 1.0,
+        any ? d.str()
+            : none ? none_text
+                   : "not computed: every row with compared elements has a NaN/Inf baseline (the same-dtype replica overflowed there)");
+  }
   if (head_map_unit > 0) v.map = head_map(g, *v.worst, head_map_unit);
   return v;
 }
@@ -387,19 +474,22 @@ BackwardReport verify_backward(const Problem& p, const BackwardExpected& expecte
     guarded(0, [&] {
       gq = judge({"dq", gd, kernel.dq, span_of(expected.oracle.dq), bq, p.head_dim_qk, &qm, "empty_rows",
                   "elements of rows with no visible key that are not exactly 0", &expected.unresolved_rows, 0.0, expected.dq_terms,
-                  noise_coefficient(p)},
+                  noise_coefficient(p), true, lse_epsilon(expected),
+                  expected.dq_row_terms.size() == expected.oracle.dq.size() / static_cast<size_t>(p.head_dim_qk) ? &expected.dq_row_terms : nullptr,
+                  2 * std::max(noise_coefficient(p), unit_roundoff(gd))},
                  tol, opt.error_maps);
     });
 #pragma omp section
     guarded(1, [&] {
       gk = judge({"dk", gd, kernel.dk, span_of(expected.oracle.dk), bk, p.head_dim_qk, &km, "unseen_keys", unseen,
-                  &expected.unresolved_keys, 0.0, expected.dk_terms, noise_coefficient(p)},
+                  &expected.unresolved_keys, 0.0, expected.dk_terms, noise_coefficient(p), true,
+                  lse_epsilon(expected)},
                  tol, opt.error_maps);
     });
 #pragma omp section
     guarded(2, [&] {
       gv = judge({"dv", gd, kernel.dv, span_of(expected.oracle.dv), bv, p.head_dim_v, &km, "unseen_keys", unseen,
-                  &expected.unresolved_keys},
+                  &expected.unresolved_keys, 0.0, expected.dv_terms, lse_epsilon(expected)},
                  tol, opt.error_maps);
     });
   }

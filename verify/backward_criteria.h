@@ -13,7 +13,10 @@
 //    baseline's own figure; reported only where the gradient cancels to noise and for the sinks'
 //    gradient (one cancelling scalar per head: backward_criteria.cpp);
 //  - baseline_relative, the public suites' rule: max|g − r| ≤ k·max|baseline − r| + atol·max|r|,
-//    the baseline being the same-dtype FlashAttention-2 backward replica (verify/backward_expected.h).
+//    the baseline being the same-dtype FlashAttention-2 backward replica (verify/backward_expected.h);
+//  - rows_baseline_relative, the same rule row by row (dQ's query rows, dK's and dV's keys) in L2,
+//    with the atol relative to the row's own size: one row a few percent off, which the tensor-wide
+//    limit (set by the worst baseline error anywhere) hides (not for the sinks' gradient).
 // Gradients are in the logical layouts of Inputs::q, k, v (reference/sequences.h); a kernel's dK/dV
 // from a paged cache gather to it exactly where no two sequences share a page.
 #pragma once
@@ -77,6 +80,7 @@ struct GradientVerdict {
   int64_t unresolved = 0;  // finite elements left out of the value criteria (BackwardExpected::unresolved_*)
   double cosine = 1, rel_l2 = 0, max_abs = 0, baseline_max_abs = 0, max_ref = 0;
   double atol_ref = 0;  // what the baseline rule's atol multiplies: max|r| (the sinks': at least their terms' size)
+  double row_k_needed = 0;  // the smallest row_k under which every row passes rows_baseline_relative (calibration)
   std::optional<GradientLocation> worst;  // a NaN/Inf mismatch first, then a non-zero held to 0, then the largest error
   std::optional<GradientMap> map;         // BackwardOptions::error_maps; not for the sinks' gradient (one scalar per head)
   bool pass() const;

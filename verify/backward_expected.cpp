@@ -97,7 +97,15 @@ std::vector<double> sink_terms(const Problem& p, const Inputs& in, const Replica
   return t;
 }
 
-// dq_terms and dk_terms (backward_expected.h), in fp64 from the inputs, dO and the attention each
+// The largest finite |LSE| (BackwardExpected::lse_magnitude).
+double lse_magnitude(std::span<const float> lse) {
+  double m = 0;
+  for (float x : lse)
+    if (std::isfinite(x)) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+// dq_terms, dk_terms and dv_terms (backward_expected.h), in fp64 from the inputs, dO and the attention each
 // key receives.
 void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_out, BackwardExpected& e) {
   const Sequences s(p);
@@ -105,8 +113,9 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
   const double scale = std::fabs(p.softmax_scale());
   const bool fp8 = is_fp8(p.dtype);
   const std::vector<float>& colsum = e.baselines.front().p_colsum;
-  double dq_terms = 0, dk_terms = 0;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) reduction(max : dq_terms, dk_terms)
+  double dq_terms = 0, dk_terms = 0, dv_terms = 0;
+  e.dq_row_terms.assign(static_cast<size_t>(p.lse_elems()), 0.0f);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) reduction(max : dq_terms, dk_terms, dv_terms)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
       const int64_t skv = s.skv(b);
@@ -121,21 +130,29 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
         if (std::isfinite(c)) most_attention = std::max(most_attention, static_cast<double>(c));
       }
       const RangeMax kmax_of = key_maxima(std::move(kn)), vmax_of = key_maxima(std::move(vn));
-      double aq = 0;
+      double aq = 0, dout_max = 0;
       for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h)
         for (int64_t i = 0; i < s.sq(b); ++i) {
           const KeyRange vis = visible_range(p, b, i);
           if (vis.empty()) continue;
+          const float* dor = &d_out[static_cast<size_t>(s.o_row(b, h, i))];
+          for (int64_t c = 0; c < dv; ++c)
+            if (std::isfinite(dor[c])) dout_max = std::max(dout_max, static_cast<double>(std::fabs(dor[c])));
           const double kmax = kmax_of(vis.lo, vis.hi), vmax = vmax_of(vis.lo, vis.hi);
           const double a = norm(&d_out[static_cast<size_t>(s.o_row(b, h, i))], dv) * vmax;
           const double qn = q_mul * norm(&in.q[static_cast<size_t>(s.q_row(b, h, i))], dqk);
-          if (std::isfinite(a * kmax)) dq_terms = std::max(dq_terms, scale * a * kmax);
+          if (std::isfinite(a * kmax)) {
+            dq_terms = std::max(dq_terms, scale * a * kmax);
+            e.dq_row_terms[static_cast<size_t>(s.lse_at(b, h, i))] = static_cast<float>(scale * a * kmax);
+          }
           if (std::isfinite(a * qn)) aq = std::max(aq, a * qn);
         }
       dk_terms = std::max(dk_terms, scale * aq * most_attention);
+      dv_terms = std::max(dv_terms, dout_max * most_attention);
     }
   e.dq_terms = dq_terms;
   e.dk_terms = dk_terms;
+  e.dv_terms = dv_terms;
 }
 
 }  // namespace
@@ -170,12 +187,14 @@ BackwardExpected make_backward_expected(const Problem& p, const Inputs& in, std:
   if (on_gpu) {
     clock.lap("backward baselines 1 and 2: forward and backward replicas (GPU)");
     for (ReplicaPipelineResult& r : *on_gpu) {
+      if (e.baselines.empty()) e.lse_magnitude = lse_magnitude(r.forward.lse);
       if (p.sinks && e.dsinks_terms.empty()) e.dsinks_terms = sink_terms(p, in, r.forward, d_out);
       e.baselines.push_back(std::move(r.gradients));
     }
   } else {
     for (const ReplicaPipeline& c : configs) {
       const ReplicaResult fwd = replica_attention(p, in, c.forward);
+      if (e.baselines.empty()) e.lse_magnitude = lse_magnitude(fwd.lse);
       clock.lap("backward baseline " + std::to_string(e.baselines.size() + 1) + ": forward replica (CPU)");
       e.baselines.push_back(replica_attention_backward(p, in, fwd.o, fwd.lse, d_out, c.backward));
       clock.lap("backward baseline " + std::to_string(e.baselines.size()) + ": backward replica (CPU)");

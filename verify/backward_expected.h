@@ -54,6 +54,20 @@ struct BackwardExpected {
   // max over KV heads of |scale|·max_i(a_i·‖q_i‖)·max_j Σ_i P_ij (the attention a key receives,
   // from the first baseline). The baseline rule adds 2^-20 of them (verify/backward_criteria.cpp).
   double dq_terms = 0, dk_terms = 0;
+  // The kernel's own fp32 LSE. A backward recomputes P = exp(s − LSE) from the LSE its forward saved
+  // in fp32, off from the truth by an ulp or two of |LSE| for any correct forward: every P of row i
+  // carries one relative error ε_i ≈ 2^-22·|LSE_i|, the same for all its keys, so no two baselines
+  // sample it (both may round to the same LSE). At f32 with scores in the hundreds that is 1e-4 of P,
+  // past the 2^-20 atol (a correct host kernel failed dV 4.6e-5 against 3.4e-6, |LSE| ~ 900).
+  // lse_magnitude = max finite |LSE_i| (the first baseline's forward); dv_terms = max over keys of
+  // Σ_i P_ij (the attention the key receives) · max|dO|, what ε scales in dV (backward_criteria.cpp).
+  double lse_magnitude = 0, dv_terms = 0;
+  // Per logical query row (Sequences::lse_at): |scale|·a_i·max‖k_j‖ over the row's visible keys, the
+  // row's own dq_terms. dQ_i sums |dS_ij|·‖k_j‖·|scale| ≤ 2 of it, each dS rounded to the gradient
+  // dtype first, so a correct dQ row is uncertain by 2u of it however small the row cancels to
+  // (rows_baseline_relative's floor: equal scores cancel dQ to 0, and two baselines can land there
+  // exactly while a kernel keeps the 16-bit rounding of dS; 11 of 2,000 correct 16-bit runs failed).
+  std::vector<float> dq_row_terms;
 };
 
 // d_out: the logical layout of O over every row (p.o_elems()), values in the output dtype.

@@ -8,13 +8,16 @@ namespace flashcheck {
 // gradient's largest magnitude (bf16 for fp8 inputs, whose backward computes in 16 bits). cosine
 // and rel_l2: 2.5-4.6x the 99th percentile of correct runs (f32: the forward's limits, 20x and more);
 // the rest of their tails are ill-conditioned problems where the 2x-baseline loosening applies.
+// row_k (rows_baseline_relative, session 13, `backward_calibrate --cases 1000` at seeds 3 and 4 again):
+// the largest any correct row needed was 1.8 (bf16), so 4 as for the tensor; 0 of 2,000 correct runs
+// per dtype fail.
 const BackwardTolerance& backward_tolerance_for(DType d) {
-  //                                    min_cos    rel_l2  k    atol
-  static const BackwardTolerance f32{1.0 - 1e-6, 1e-3, 4.0, 0x1p-20};
-  static const BackwardTolerance f16{1.0 - 2e-4, 0.04, 4.0, 0x1p-10};
-  static const BackwardTolerance bf16{1.0 - 4e-3, 0.15, 4.0, 0x1p-7};
-  static const BackwardTolerance e4m3{1.0 - 8e-2, 0.5, 4.0, 0x1p-7};
-  static const BackwardTolerance e5m2{1.0 - 8e-2, 0.5, 4.0, 0x1p-7};
+  //                                    min_cos    rel_l2  k    atol     row_k
+  static const BackwardTolerance f32{1.0 - 1e-6, 1e-3, 4.0, 0x1p-20, 4.0};
+  static const BackwardTolerance f16{1.0 - 2e-4, 0.04, 4.0, 0x1p-10, 4.0};
+  static const BackwardTolerance bf16{1.0 - 4e-3, 0.15, 4.0, 0x1p-7, 4.0};
+  static const BackwardTolerance e4m3{1.0 - 8e-2, 0.5, 4.0, 0x1p-7, 4.0};
+  static const BackwardTolerance e5m2{1.0 - 8e-2, 0.5, 4.0, 0x1p-7, 4.0};
   switch (d) {
     case DType::f32: return f32;
     case DType::f16: return f16;

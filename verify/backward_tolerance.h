@@ -12,6 +12,7 @@ struct BackwardTolerance {
   double max_rel_l2;     // ‖g − r‖ / ‖r‖
   double baseline_k;     // max|g − r| ≤ k · max|baseline − r| + atol · max|r|
   double baseline_atol;  // relative to the gradient's largest magnitude
+  double row_k;          // rows_baseline_relative: per row, ‖g − r‖ ≤ row_k · ‖baseline − r‖ + atol · ‖r‖ (+ floors)
 };
 
 // By the input dtype: fp8 inputs' backward computes in bf16/f16 but takes the O of an fp8 forward
