@@ -151,6 +151,48 @@ nlohmann::ordered_json manifest_for(const std::vector<std::vector<uint8_t>>& fil
 }
 }  // namespace
 
+namespace {
+void compare_contents(const SafetensorsFile& have, const SafetensorsFile& want, GoldenCaseResult& r);
+nlohmann::json parse_manifest(const std::filesystem::path& mpath);
+
+// Case name -> the SHA-256 manifest.json records for it; empty where there is no readable manifest.
+std::map<std::string, std::string> committed_hashes(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> h;
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / "manifest.json", ec)) return h;
+  try {
+    const nlohmann::json m = parse_manifest(dir / "manifest.json");
+    if (m.is_object() && m.contains("cases") && m["cases"].is_array())
+      for (const auto& c : m["cases"])
+        if (c.is_object() && c.contains("name") && c["name"].is_string() && c.contains("sha256") && c["sha256"].is_string())
+          h[c["name"].get<std::string>()] = c["sha256"].get<std::string>();
+  } catch (const CannotTest&) {
+    h.clear();  // a malformed manifest vouches for nothing
+  }
+  return h;
+}
+
+// Whether a committed case file holds what this build generates up to the fp64 oracle's own
+// reproducibility: same inputs, metadata and layout, outputs differing only within golden verify's
+// tolerance. OpenBLAS picks its kernels by CPU (Haswell, Cooperlake, ...), each summing in its own
+// order, so the bits of a value that cancels to fp64 noise (dQ of a row whose keys are equal: the
+// truth is 0, the oracle's 1e-17) depend on the machine: regen on another CPU refused a committed
+// golden as "different" (f32_equal_scores, 160 of 5,280 dQ elements; session 13). Such a file is
+// kept, byte for byte, when it is the committed one (its SHA-256 is manifest.json's): a file whose
+// bits changed after it was committed, however little, is still refused (issue 13).
+bool same_within_reproducibility(const std::vector<uint8_t>& committed, const std::vector<uint8_t>& generated, size_t& bits) {
+  GoldenCaseResult r;
+  try {
+    compare_contents(parse_safetensors(committed), parse_safetensors(generated), r);
+  } catch (const SafetensorsError&) {
+    return false;
+  }
+  bits = 0;
+  for (const std::string& d : r.details) bits += d.find("differ in their bits") != std::string::npos;
+  return !r.layout && !r.input_bits && !r.values;
+}
+}  // namespace
+
 GoldenStatus golden_regen(const std::filesystem::path& dir, bool force, std::ostream& log) {
   // Decide everything before touching the disk: a refusal must leave every file as it was.
   const auto& cases = golden_cases();
@@ -159,12 +201,23 @@ GoldenStatus golden_regen(const std::filesystem::path& dir, bool force, std::ost
   std::vector<bool> overwrite(cases.size());
   std::vector<std::string> refusals;
   GoldenStatus st;
+  const std::map<std::string, std::string> hashes = committed_hashes(dir);
   for (size_t i = 0; i < cases.size(); ++i) {
     files.push_back(golden_bytes(cases[i]));
     const auto path = dir / (cases[i].name + ".safetensors");
     std::error_code ec;
     if (std::filesystem::exists(path, ec) || std::filesystem::is_symlink(path, ec)) {
-      if (read_all(path) == files[i]) {
+      std::vector<uint8_t> committed = read_all(path);
+      if (committed == files[i]) {
+        ++st.unchanged;
+        continue;
+      }
+      size_t tensors = 0;
+      const auto h = hashes.find(cases[i].name);
+      if (h != hashes.end() && h->second == sha256_hex(committed) && same_within_reproducibility(committed, files[i], tensors)) {
+        log << "kept: " << path.string() << " (this build's oracle differs from it only in the last bits of " << tensors
+            << " output tensor(s), within golden verify's tolerance: another BLAS summation order)\n";
+        files[i] = std::move(committed);  // the manifest hashes the bytes that stay
         ++st.unchanged;
         continue;
       }

@@ -503,6 +503,42 @@ TEST(Golden, MissingGradientIsALayoutFinding) {
 
 // Regen is idempotent: into an empty folder it writes the committed bytes (gradients included),
 // and a second regen there writes nothing.
+// A golden committed on a machine whose BLAS sums in another order: an output element one bit off
+// what this build generates, and manifest.json's hash of that very file (as a commit from there
+// records it). regen keeps it byte for byte (nothing refused, nothing written) and says so; verify
+// passes it. (Refused before: f32_equal_scores's dQ, fp64 noise where the truth is 0, took other bits
+// under OpenBLAS's Cooperlake kernels than under its Haswell ones.) The same flip without the
+// manifest's hash is corruption, refused (RefusedRegenChangesNothingAndVerifyStillFails).
+TEST(Golden, AGoldenCommittedWithAnotherBlasIsKept) {
+  std::mt19937_64 gen(flashcheck::testing::seed_for(609));
+  const fs::path dir = copy_of_data("otherblas");
+  const Flip f = pick_element(gen, "o_f32");
+  const fs::path file = dir / (f.c->name + ".safetensors");
+  auto bytes = slurp(file);
+  const std::string old_hash = sha256_hex(bytes);
+  bytes[f.byte] ^= 1;  // 1 ulp: within golden verify's tolerance
+  spit(file, bytes);
+  auto manifest = slurp(dir / "manifest.json");
+  std::string text(manifest.begin(), manifest.end());
+  const size_t at = text.find(old_hash);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, old_hash.size(), sha256_hex(bytes));
+  spit(dir / "manifest.json", std::vector<uint8_t>(text.begin(), text.end()));
+  const Snapshot committed = snapshot(dir);
+  SCOPED_TRACE(f.c->name + " at byte " + std::to_string(f.byte));
+
+  std::ostringstream log;
+  const GoldenStatus st = golden_regen(dir, false, log);
+  EXPECT_EQ(st.refused, 0) << log.str();
+  EXPECT_EQ(st.written, 0) << log.str();
+  EXPECT_EQ(st.unchanged, static_cast<int>(golden_cases().size())) << log.str();
+  EXPECT_NE(log.str().find("kept: " + file.string()), std::string::npos) << log.str();
+  EXPECT_TRUE(snapshot(dir) == committed) << "regen changed a golden it should keep";
+  std::ostringstream v;
+  EXPECT_EQ(golden_verify(dir, v), 0) << v.str();
+  fs::remove_all(dir);
+}
+
 TEST(Golden, RegenIsIdempotent) {
   const fs::path dir = fs::temp_directory_path() / ("fc_golden_regen_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -513,8 +549,14 @@ TEST(Golden, RegenIsIdempotent) {
   EXPECT_EQ(again.written, 0);
   EXPECT_EQ(again.unchanged, static_cast<int>(golden_cases().size()));
   EXPECT_TRUE(snapshot(dir) == first);
+  // data/ is what this build generates, up to the oracle's reproducibility (another BLAS kernel's
+  // summation order): a regen over it writes and refuses nothing.
   const fs::path committed = copy_of_data("regen");
-  EXPECT_TRUE(snapshot(dir) == snapshot(committed)) << "data/ is not what this build generates: flashcheck golden regen --force";
+  const Snapshot before = snapshot(committed);
+  std::ostringstream over;
+  const GoldenStatus st = golden_regen(committed, false, over);
+  EXPECT_EQ(st.written + st.refused, 0) << "data/ is not what this build generates: flashcheck golden regen --force\n" << over.str();
+  EXPECT_TRUE(snapshot(committed) == before) << over.str();
   fs::remove_all(committed);
   fs::remove_all(dir);
 }
