@@ -482,8 +482,9 @@ BackwardReport verify_backward(const Problem& p, const BackwardExpected& expecte
 #pragma omp section
     guarded(1, [&] {
       gk = judge({"dk", gd, kernel.dk, span_of(expected.oracle.dk), bk, p.head_dim_qk, &km, "unseen_keys", unseen,
-                  &expected.unresolved_keys, 0.0, expected.dk_terms, noise_coefficient(p), true,
-                  lse_epsilon(expected)},
+                  &expected.unresolved_keys, 0.0, expected.dk_terms, noise_coefficient(p), true, lse_epsilon(expected),
+                  expected.dk_row_terms.size() == expected.oracle.dk.size() / static_cast<size_t>(p.head_dim_qk) ? &expected.dk_row_terms : nullptr,
+                  2 * std::max(noise_coefficient(p), unit_roundoff(gd))},
                  tol, opt.error_maps);
     });
 #pragma omp section

@@ -115,6 +115,7 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
   const std::vector<float>& colsum = e.baselines.front().p_colsum;
   double dq_terms = 0, dk_terms = 0, dv_terms = 0;
   e.dq_row_terms.assign(static_cast<size_t>(p.lse_elems()), 0.0f);
+  std::vector<double> aq_of(static_cast<size_t>(p.batch * p.heads_kv), 0.0);  // per (sequence, KV head)
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) reduction(max : dq_terms, dk_terms, dv_terms)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
@@ -149,7 +150,18 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
         }
       dk_terms = std::max(dk_terms, scale * aq * most_attention);
       dv_terms = std::max(dv_terms, dout_max * most_attention);
+      aq_of[static_cast<size_t>(b * p.heads_kv + hk)] = aq;
     }
+  // Per key: |scale|·max_i(a_i·‖q_i‖)·Σ_i P_ij, after the loop (sequences sharing a page share its
+  // keys' rows, so two iterations could write one).
+  e.dk_row_terms.assign(colsum.size(), 0.0f);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk)
+      for (int64_t j = 0; j < s.skv(b); ++j) {
+        const size_t r = static_cast<size_t>(s.k_row(b, hk, j) / dqk);
+        const double t = scale * aq_of[static_cast<size_t>(b * p.heads_kv + hk)] * colsum[r];
+        if (std::isfinite(t)) e.dk_row_terms[r] = std::max(e.dk_row_terms[r], static_cast<float>(t));
+      }
   e.dq_terms = dq_terms;
   e.dk_terms = dk_terms;
   e.dv_terms = dv_terms;

@@ -68,6 +68,10 @@ struct BackwardExpected {
   // (rows_baseline_relative's floor: equal scores cancel dQ to 0, and two baselines can land there
   // exactly while a kernel keeps the 16-bit rounding of dS; 11 of 2,000 correct 16-bit runs failed).
   std::vector<float> dq_row_terms;
+  // Per logical key row (Sequences::k_row / Dqk): |scale|·max_i(a_i·‖q_i‖)·Σ_i P_ij, the key's own
+  // dk_terms, the same floor for dK's keys (constant rows cancel a key's dK: a correct kernel with
+  // 4-row tiles needed row_k 22 on one without it).
+  std::vector<float> dk_row_terms;
 };
 
 // d_out: the logical layout of O over every row (p.o_elems()), values in the output dtype.
