@@ -138,15 +138,10 @@ class BackwardReplica {
           dV.noalias() += P.transpose() * dO;
           if (into_dk) dK.noalias() += dS.transpose() * Q;
           if (cfg_.fault == BackwardFault::dq_row_one_key_short && b == 0 && h == p_.heads_q - 1) {
-            // The fault: row Sq/2's last visible key, if in this tile, adds nothing to its dQ.
-            const int64_t row = sq / 2;
-            const KeyRange vis = visible_range(p_, b, row);
-            if (row >= r0 && row < r0 + nq && !vis.empty() && vis.hi - 1 >= k0 && vis.hi - 1 < k0 + nk) {
-              MatF dSq = dS;
-              dSq(row - r0, vis.hi - 1 - k0) = 0.0f;
-              MapF(dq_acc_.data() + seqs_.q_row(b, h, r0), nq, dqk_).noalias() += dSq * K;
-              continue;
-            }
+            // The fault: row Sq/2's last visible key, if in this tile, adds nothing to its dQ (dS
+            // after dK took it).
+            const int64_t row = sq / 2, last = visible_range(p_, b, row).hi - 1;
+            if (row >= r0 && row < r0 + nq && last >= k0 && last < k0 + nk) dS(row - r0, last - k0) = 0.0f;
           }
           MapF(dq_acc_.data() + seqs_.q_row(b, h, r0), nq, dqk_).noalias() += dS * K;
         }

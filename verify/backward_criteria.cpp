@@ -91,7 +91,7 @@ struct GradientData {
   bool direction = true;
   double lse_rel = 0;  // added to the atol (relative to max|r|): the kernel's own fp32 LSE's ε (lse_epsilon)
   // rows_baseline_relative's per-row floor: coefficient × the row's own terms (BackwardExpected::dq_row_terms).
-  const std::vector<float>* row_terms = nullptr;
+  const std::vector<double>* row_terms = nullptr;
   double row_terms_coef = 0;
 };
 // What the rule adds per unit of a gradient's terms (BackwardExpected::dq_terms). 16 fp32 unit
@@ -155,15 +155,17 @@ GradientMap head_map(const GradientData& g, const GradientLocation& worst, doubl
 // limit is set by the largest baseline error anywhere, so one row a few percent off (dQ's last tile
 // one key short: one of >= 65 terms missing from one row, 1-8% of it) passes it whenever other rows
 // are larger or worse conditioned. Per row, in L2 over its compared elements:
-//   ‖g_r − r_r‖ ≤ row_k·max over baselines ‖b_r − r_r‖ + atol·‖r_r‖ + c·terms·√n_r,
-// the atol relative to the row's own size and the terms' floor (fp32 noise where it cancels, the
-// LSE's rounding) the tensor's, as in the whole-tensor rule. Rows where a baseline is not finite are
-// left to the other criteria. The value is the worst row's ratio to its limit (limit 1).
+//   ‖g_r − r_r‖ ≤ row_k·max over baselines ‖b_r − r_r‖ + (atol + ε)·‖r_r‖ + c·terms·√n_r + 2u·terms_r,
+// the atol (and the fp32 LSE's ε) relative to the row's own size, the terms' floor the tensor's as
+// in the whole-tensor rule, and for dQ and dK 2u (u the gradient dtype's unit roundoff) of the row's
+// own terms: where a row cancels, a correct kernel keeps the rounding of dS that two baselines can
+// miss by luck (verify/TOLERANCE.md). Rows where a baseline is not finite are left to the other
+// criteria. The value is the worst row's ratio to its limit (limit 1).
 struct RowRule {
   const BackwardTolerance& tol;
   double lse_rel;            // GradientData::lse_rel
   double floor_per_element;  // c·terms
-  const std::vector<float>* row_terms;  // GradientData::row_terms, times row_terms_coef
+  const std::vector<double>* row_terms;  // GradientData::row_terms, times row_terms_coef
   double row_terms_coef;
   size_t nbase;
   size_t row = SIZE_MAX;
@@ -176,7 +178,7 @@ struct RowRule {
   size_t worst_row = SIZE_MAX;
   int64_t rows_judged = 0;
 
-  RowRule(const BackwardTolerance& t, double lse, double floor, const std::vector<float>* terms, double terms_coef, size_t baselines)
+  RowRule(const BackwardTolerance& t, double lse, double floor, const std::vector<double>* terms, double terms_coef, size_t baselines)
       : tol(t), lse_rel(lse), floor_per_element(floor), row_terms(terms), row_terms_coef(terms_coef), nbase(baselines),
         base2(baselines, 0.0) {}
   void start(size_t r) {
@@ -440,6 +442,9 @@ BackwardReport verify_backward(const Problem& p, const BackwardExpected& expecte
   check_size("the oracle's dq", expected.oracle.dq.size(), p.q_elems());
   check_size("the oracle's dk", expected.oracle.dk.size(), p.k_elems());
   check_size("the oracle's dv", expected.oracle.dv.size(), p.v_elems());
+  check_size("the expected dq rows' terms", expected.dq_row_terms.size() * static_cast<size_t>(p.head_dim_qk), p.q_elems());
+  check_size("the expected dk keys' terms", expected.dk_row_terms.size() * static_cast<size_t>(p.head_dim_qk), p.k_elems());
+  const double row_terms_coef = 2 * std::max(noise_coefficient(p), unit_roundoff(gd));  // rows_baseline_relative's 2u
   std::vector<std::span<const float>> bq, bk, bv, bs;
   for (const ReplicaGradients& b : expected.baselines) {
     check_size("the baseline's dq", b.dq.size(), p.q_elems());
@@ -474,17 +479,14 @@ BackwardReport verify_backward(const Problem& p, const BackwardExpected& expecte
     guarded(0, [&] {
       gq = judge({"dq", gd, kernel.dq, span_of(expected.oracle.dq), bq, p.head_dim_qk, &qm, "empty_rows",
                   "elements of rows with no visible key that are not exactly 0", &expected.unresolved_rows, 0.0, expected.dq_terms,
-                  noise_coefficient(p), true, lse_epsilon(expected),
-                  expected.dq_row_terms.size() == expected.oracle.dq.size() / static_cast<size_t>(p.head_dim_qk) ? &expected.dq_row_terms : nullptr,
-                  2 * std::max(noise_coefficient(p), unit_roundoff(gd))},
+                  noise_coefficient(p), true, lse_epsilon(expected), &expected.dq_row_terms, row_terms_coef},
                  tol, opt.error_maps);
     });
 #pragma omp section
     guarded(1, [&] {
       gk = judge({"dk", gd, kernel.dk, span_of(expected.oracle.dk), bk, p.head_dim_qk, &km, "unseen_keys", unseen,
                   &expected.unresolved_keys, 0.0, expected.dk_terms, noise_coefficient(p), true, lse_epsilon(expected),
-                  expected.dk_row_terms.size() == expected.oracle.dk.size() / static_cast<size_t>(p.head_dim_qk) ? &expected.dk_row_terms : nullptr,
-                  2 * std::max(noise_coefficient(p), unit_roundoff(gd))},
+                  &expected.dk_row_terms, row_terms_coef},
                  tol, opt.error_maps);
     });
 #pragma omp section

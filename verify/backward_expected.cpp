@@ -105,7 +105,7 @@ double lse_magnitude(std::span<const float> lse) {
   return m;
 }
 
-// dq_terms, dk_terms and dv_terms (backward_expected.h), in fp64 from the inputs, dO and the attention each
+// dq_terms, dk_terms and dv_terms and the rows' own (backward_expected.h), in fp64 from the inputs, dO and the attention each
 // key receives.
 void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_out, BackwardExpected& e) {
   const Sequences s(p);
@@ -113,10 +113,10 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
   const double scale = std::fabs(p.softmax_scale());
   const bool fp8 = is_fp8(p.dtype);
   const std::vector<float>& colsum = e.baselines.front().p_colsum;
-  double dq_terms = 0, dk_terms = 0, dv_terms = 0;
-  e.dq_row_terms.assign(static_cast<size_t>(p.lse_elems()), 0.0f);
+  double dv_terms = 0;
+  e.dq_row_terms.assign(static_cast<size_t>(p.lse_elems()), 0.0);
   std::vector<double> aq_of(static_cast<size_t>(p.batch * p.heads_kv), 0.0);  // per (sequence, KV head)
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) reduction(max : dq_terms, dk_terms, dv_terms)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) reduction(max : dv_terms)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
       const int64_t skv = s.skv(b);
@@ -142,28 +142,26 @@ void noise_scales(const Problem& p, const Inputs& in, std::span<const float> d_o
           const double kmax = kmax_of(vis.lo, vis.hi), vmax = vmax_of(vis.lo, vis.hi);
           const double a = norm(&d_out[static_cast<size_t>(s.o_row(b, h, i))], dv) * vmax;
           const double qn = q_mul * norm(&in.q[static_cast<size_t>(s.q_row(b, h, i))], dqk);
-          if (std::isfinite(a * kmax)) {
-            dq_terms = std::max(dq_terms, scale * a * kmax);
-            e.dq_row_terms[static_cast<size_t>(s.lse_at(b, h, i))] = static_cast<float>(scale * a * kmax);
-          }
+          if (std::isfinite(a * kmax)) e.dq_row_terms[static_cast<size_t>(s.lse_at(b, h, i))] = scale * a * kmax;
           if (std::isfinite(a * qn)) aq = std::max(aq, a * qn);
         }
-      dk_terms = std::max(dk_terms, scale * aq * most_attention);
       dv_terms = std::max(dv_terms, dout_max * most_attention);
       aq_of[static_cast<size_t>(b * p.heads_kv + hk)] = aq;
     }
   // Per key: |scale|·max_i(a_i·‖q_i‖)·Σ_i P_ij, after the loop (sequences sharing a page share its
   // keys' rows, so two iterations could write one).
-  e.dk_row_terms.assign(colsum.size(), 0.0f);
+  e.dk_row_terms.assign(colsum.size(), 0.0);
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk)
       for (int64_t j = 0; j < s.skv(b); ++j) {
         const size_t r = static_cast<size_t>(s.k_row(b, hk, j) / dqk);
         const double t = scale * aq_of[static_cast<size_t>(b * p.heads_kv + hk)] * colsum[r];
-        if (std::isfinite(t)) e.dk_row_terms[r] = std::max(e.dk_row_terms[r], static_cast<float>(t));
+        if (std::isfinite(t)) e.dk_row_terms[r] = std::max(e.dk_row_terms[r], t);
       }
-  e.dq_terms = dq_terms;
-  e.dk_terms = dk_terms;
+  // The tensors' terms are their rows' largest.
+  auto most = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
+  e.dq_terms = most(e.dq_row_terms);
+  e.dk_terms = most(e.dk_row_terms);
   e.dv_terms = dv_terms;
 }
 

@@ -50,7 +50,8 @@ struct BackwardExpected {
   // by a_i = ‖dO_i‖·max‖v_j‖ over the row's keys, so it carries an absolute error of a few 2^-24·a_i
   // even where the truth cancels to 0 (one visible key: P = 1 and D = dP exactly), and two
   // baselines can both be exactly 0 there by luck while a correct kernel with other tiles is not.
-  // dq_terms = max_i |scale|·a_i·max‖k_j‖ (P sums to at most 1 over a row's keys); dk_terms =
+  // dq_terms = max_i |scale|·a_i·max‖k_j‖ (P sums to at most 1 over a row's keys: the largest of
+  // dq_row_terms); dk_terms (the largest of dk_row_terms) =
   // max over KV heads of |scale|·max_i(a_i·‖q_i‖)·max_j Σ_i P_ij (the attention a key receives,
   // from the first baseline). The baseline rule adds 2^-20 of them (verify/backward_criteria.cpp).
   double dq_terms = 0, dk_terms = 0;
@@ -67,11 +68,11 @@ struct BackwardExpected {
   // dtype first, so a correct dQ row is uncertain by 2u of it however small the row cancels to
   // (rows_baseline_relative's floor: equal scores cancel dQ to 0, and two baselines can land there
   // exactly while a kernel keeps the 16-bit rounding of dS; 11 of 2,000 correct 16-bit runs failed).
-  std::vector<float> dq_row_terms;
+  std::vector<double> dq_row_terms;
   // Per logical key row (Sequences::k_row / Dqk): |scale|·max_i(a_i·‖q_i‖)·Σ_i P_ij, the key's own
   // dk_terms, the same floor for dK's keys (constant rows cancel a key's dK: a correct kernel with
   // 4-row tiles needed row_k 22 on one without it).
-  std::vector<float> dk_row_terms;
+  std::vector<double> dk_row_terms;
 };
 
 // d_out: the logical layout of O over every row (p.o_elems()), values in the output dtype.
