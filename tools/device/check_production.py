@@ -1,8 +1,8 @@
 """Writes a production-size attention output (torch SDPA on the GPU) and times `flashcheck check`
 on it end to end, every row (issue #11: (4,64,8192,128) bf16, causal and not, in < 10 s).
 
-usage: check_production.py FLASHCHECK_BINARY B,H,S,D[,causal] ... [--oracle gpu] [--dir /tmp] [--backward]
-Each file is written with safetensors (q, k, v, o in bf16; causal metadata bottom_right, which is
+usage: check_production.py FLASHCHECK_BINARY B,H,S,D[,causal][,f32|f16] ... [--oracle gpu] [--dir /tmp] [--backward]
+Each file is written with safetensors (q, k, v, o in bf16 unless f32 or f16 is named; causal metadata bottom_right, which is
 top-left as well when Sq = Skv), then `check --max-rows S --oracle ORACLE --timings` runs under `time` (seconds per phase printed).
 --backward: the file also carries do (standard normal) and SDPA's dq, dk, dv, and the check judges
 them too (issue 23: every row of (4,16,8192,128) checked in < 30 s end to end).
@@ -28,16 +28,17 @@ backward = "--backward" in sys.argv
 for spec in args:
     parts = spec.split(",")
     b, h, s, d = map(int, parts[:4])
-    causal = len(parts) > 4 and parts[4] == "causal"
+    causal = "causal" in parts[4:]
+    dtype = {"f32": torch.float32, "f16": torch.float16}.get(next((x for x in parts[4:] if x != "causal"), ""), torch.bfloat16)
     torch.manual_seed(1)
-    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=backward) for _ in range(3))
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, requires_grad=backward) for _ in range(3))
     o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     tensors = {"q": q.detach().cpu(), "k": k.detach().cpu(), "v": v.detach().cpu(), "o": o.detach().contiguous().cpu()}
     if backward:
         do = torch.randn_like(o)
         o.backward(do)
         tensors.update(do=do.cpu(), dq=q.grad.cpu(), dk=k.grad.cpu(), dv=v.grad.cpu())
-    path = os.path.join(folder, f"prod_{b}_{h}_{s}_{d}_{'causal' if causal else 'full'}.safetensors")
+    path = os.path.join(folder, f"prod_{b}_{h}_{s}_{d}_{'causal' if causal else 'full'}_{str(dtype)[6:]}.safetensors")
     t0 = time.time()
     save_file(tensors, path, metadata={"causal": "bottom_right" if causal else "none"})
     written = time.time() - t0
