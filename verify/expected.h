@@ -24,10 +24,11 @@ struct Expected {
   // largest |score|. LSE carries the absolute rounding error of the scores (m·scale + log ℓ), so its
   // tolerance grows with this, not with |LSE| (which can be near 0 while the scores are huge).
   std::vector<double> score_bound;
-  // f32 only: a second baseline over the same rows (all or sampled), the blocked replica with fp32 P
-  // (64×64 tiles, exp2): what a typical correct fp32 FlashAttention computes. The eager fp32
-  // baseline is nearly exact, sometimes exact by luck (a 64× ratio was seen), so for f32 the
-  // baseline error is the larger of the two.
+  // A second baseline over the same rows (all or sampled), the blocked replica (64×64 tiles, exp2,
+  // P rounded to the input dtype unless f32): what a typical correct FlashAttention computes. The
+  // eager fp32 baseline is nearly exact, sometimes exact by luck (a 64× ratio was seen); a 16-bit
+  // or fp8 kernel's P rounding leans where the eager one does not (expected.cpp). So the baseline
+  // error is the larger of the two. Empty for 16-bit problems past kGpuOracleWork (expected.cpp).
   std::vector<float> flash_baseline;
   // Rows whose top scores no fp32 kernel can order. A score computed from Dqk products in fp32, in
   // any order, errs by up to δ = score_rounding(Dqk)·score_bound (below); once δ reaches
