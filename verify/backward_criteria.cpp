@@ -11,6 +11,7 @@
 
 #include "reference/mask.h"
 #include "reference/sequences.h"
+#include "verify/criteria.h"
 #include "verify/expected.h"
 #include "verify/metrics.h"
 
@@ -217,6 +218,9 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
   bool baseline_nonfinite = false;
   size_t worst_e = 0, first_nan = SIZE_MAX, first_zero = SIZE_MAX, first_unwritten = SIZE_MAX;
   RowRule rows(tol, g.lse_rel, g.noise_coef * g.noise_terms, g.row_terms, g.row_terms_coef, g.baselines.size());
+  // The ulp criterion's evidence: significant elements' distinct pairs, the kernel's and each baseline's.
+  DistinctPairs ulp_pairs;
+  std::vector<DistinctPairs> base_ulp_pairs(g.baselines.size());
   for (size_t e = 0; e < n; ++e) {
     const float k = g.kernel[e];
     const double o = g.oracle[e];
@@ -250,6 +254,8 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
     ref2 += o * o;
     v.max_abs = std::max(v.max_abs, err);
     if (err > worst_err) worst_err = err, worst_e = e;
+    const bool significant = std::fabs(o) >= v.max_ref / 16;
+    if (significant) ulp_pairs.add(k, o);
     for (size_t x = 0; x < g.baselines.size(); ++x) {
       const float bl = g.baselines[x][e];
       if (!std::isfinite(bl)) {
@@ -257,6 +263,7 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
         rows.base_bad = true;
         continue;
       }
+      if (significant) base_ulp_pairs[x].add(bl, o);
       const double berr = std::fabs(static_cast<double>(bl) - o);
       if (g.rows) rows.base2[x] += berr * berr;
       v.baseline_max_abs = std::max(v.baseline_max_abs, berr);
@@ -341,7 +348,10 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
                            "; the baseline rule judges it)"
                      : " (reported only: the gradient cancels below its terms' rounding; the same-dtype baseline is off by rel_l2 " +
                            std::to_string(base_rel) + ")";
-  const double cos_limit = std::min(tol.min_cosine, 1.0 - kBaselineSpread * (1.0 - base_c));
+  // 1 − cosine grows as the square of the error (≈ ½·rel_l2² for small errors), so an error
+  // kBaselineSpread times the baseline's moves it kBaselineSpread² times: a limit of 2x on both
+  // failed a correct bf16 dQ on cosine (0.942 < 0.9575) that rel_l2's 2x held (0.38 ≤ 0.44).
+  const double cos_limit = std::min(tol.min_cosine, 1.0 - kBaselineSpread * kBaselineSpread * (1.0 - base_c));
   const double rel_limit = std::max(tol.max_rel_l2, kBaselineSpread * base_rel);
   const std::string loosened = " (loosened to 2x the same-dtype baseline's own, which is worse than the fixed limit here)";
   auto said = [&](const char* what, bool was_loosened) {
@@ -349,6 +359,30 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
   };
   add("cosine", value_role, Bound::at_least, v.cosine, cos_limit, said("2<g,r>/(|g|^2+|r|^2)", cos_limit < tol.min_cosine));
   add("rel_l2", value_role, Bound::at_most, v.rel_l2, rel_limit, said("|g-r|/|r|", rel_limit > tol.max_rel_l2));
+  // ULP shares. Cancelling gradients are noise against a tiny truth, every element many ULP off
+  // (equal scores: 100% of dQ), so the rule judges only where cosine does; and like cosine it is
+  // never stricter than 2x the same-dtype baselines' own share on the same elements.
+  {
+    const RoundingEvidence ev = rounding_evidence(g.dtype, ulp_pairs, tol.ulp_n);
+    double base_share = 0;
+    for (DistinctPairs& b : base_ulp_pairs)
+      if (b.distinct() > 0) base_share = std::max(base_share, rounding_evidence(g.dtype, b, tol.ulp_n).frac_over_n);
+    v.ulp_share = ev.frac_over_n, v.ulp_baseline_share = base_share, v.ulp_distinct = ev.distinct;
+    const bool enough = ev.distinct >= static_cast<double>(kMinDistinctPairsUlp);
+    const double limit = std::max(tol.ulp_max_frac, kBaselineSpread * base_share);
+    const Role role = none ? Role::not_computed
+                      : value_role == Role::judged && tol.ulp_max_frac < 1.0 && enough && !baseline_nonfinite ? Role::judged
+                                                                                                             : Role::reported_only;
+    std::ostringstream d;
+    d << "share of distinct (kernel, oracle) pairs of significant elements (|r| >= max|r|/16) more than " << tol.ulp_n
+      << " ULP of " << to_string(g.dtype) << " from the rounded oracle; " << static_cast<int64_t>(ev.distinct) << " distinct pairs";
+    if (none) d.str(none_text);
+    else if (tol.ulp_max_frac >= 1.0) d << " (reported only for this dtype, verify/TOLERANCE.md)";
+    else if (value_role != Role::judged) d << noise_text;
+    else if (!enough) d << " (reported only: < " << kMinDistinctPairsUlp << ")";
+    else if (limit > tol.ulp_max_frac) d << loosened;
+    add("ulp", role, Bound::at_most, ev.frac_over_n, limit, d.str());
+  }
   v.atol_ref = std::max(v.max_ref, g.atol_scale);
   double head_map_unit = 0;
   const double blimit = tol.baseline_k * v.baseline_max_abs + (tol.baseline_atol + g.lse_rel) * v.atol_ref + g.noise_coef * g.noise_terms;

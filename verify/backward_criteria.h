@@ -14,6 +14,9 @@
 //    gradient (one cancelling scalar per head: backward_criteria.cpp);
 //  - baseline_relative, the public suites' rule: max|g − r| ≤ k·max|baseline − r| + atol·max|r|,
 //    the baseline being the same-dtype FlashAttention-2 backward replica (verify/backward_expected.h);
+//  - ulp: the share of significant elements (|r| ≥ max|r|/16), each distinct (kernel, oracle) pair
+//    once, more than ulp_n ULP of the gradient dtype from the rounded oracle; judged where cosine
+//    is and with ≥ kMinDistinctPairsUlp pairs, the limit never below 2× the baselines' own share;
 //  - rows_baseline_relative, the same rule row by row (dQ's query rows, dK's and dV's keys) in L2,
 //    with the atol relative to the row's own size: one row a few percent off, which the tensor-wide
 //    limit (set by the worst baseline error anywhere) hides (not for the sinks' gradient).
@@ -81,6 +84,9 @@ struct GradientVerdict {
   double cosine = 1, rel_l2 = 0, max_abs = 0, baseline_max_abs = 0, max_ref = 0;
   double atol_ref = 0;  // what the baseline rule's atol multiplies: max|r| (the sinks': at least their terms' size)
   double row_k_needed = 0;  // the smallest row_k under which every row passes rows_baseline_relative (calibration)
+  // The ulp criterion's figures whatever its role (calibration): the share of distinct significant
+  // pairs past ulp_n ULP, the worse baseline's own share, and how many distinct pairs there were.
+  double ulp_share = 0, ulp_baseline_share = 0, ulp_distinct = 0;
   std::optional<GradientLocation> worst;  // a NaN/Inf mismatch first, then a non-zero held to 0, then the largest error
   std::optional<GradientMap> map;         // BackwardOptions::error_maps; not for the sinks' gradient (one scalar per head)
   bool pass() const;

@@ -271,6 +271,45 @@ TEST(BackwardCriteria, AKernelsOwnFp32LseTwoUlpsOffPassesAtF32) {
   EXPECT_GE(large, 10) << "outlier keys no longer make large LSEs";
 }
 
+// The ulp rule (issue 23's "ULP fraction"). Gradients equal to the rounded oracle have no pair
+// past 1 ULP; gradients 2 ULP off on every element (a gradient computed a little short of its
+// dtype's precision everywhere) fail it whether or not the baseline rule, whose atol alone is one
+// ULP of max|r|, notices. A cancelling gradient (one key per row: dQ, dK exactly 0) is not judged.
+TEST(BackwardCriteria, GradientsTwoUlpsOffEverywhereFailTheUlpRule) {
+  std::mt19937_64 g(testing::seed_for(2321));
+  for (DType d : {DType::f16, DType::bf16}) {
+    Problem p = parse_problem("b=1 hq=4 hkv=2 sq=160 skv=144 dqk=64 dv=64 dtype=f16");
+    p.dtype = d;
+    const Case c = make_case(p, g());
+    SCOPED_TRACE(c.line());
+    const DType gd = gradient_dtype(p);
+    auto shifted = [&](std::span<const double> r, int ulps) {
+      std::vector<float> x(r.size());
+      for (size_t e = 0; e < r.size(); ++e) {
+        const double v = round_nearest_even(gd, r[e]);
+        x[e] = round_nearest_even(gd, v + std::copysign(ulps * ulp_at(gd, v), v));
+      }
+      return x;
+    };
+    for (const int ulps : {0, 2}) {
+      const KernelGradients k{shifted(c.ex.oracle.dq, ulps), shifted(c.ex.oracle.dk, ulps), shifted(c.ex.oracle.dv, ulps), std::nullopt};
+      const BackwardReport r = verify_backward(p, c.ex, k);
+      for (const GradientVerdict& v : r.gradients) {
+        ASSERT_TRUE(judged(v, "ulp")) << v.name << ": " << to_text(r);
+        if (ulps == 0) EXPECT_FALSE(failed(v, "ulp")) << v.name << ": " << to_text(r);
+        else EXPECT_TRUE(failed(v, "ulp")) << v.name << ": " << to_text(r);
+        if (ulps == 2) std::printf("%s %s 2 ULP off: ulp share %.3f; baseline_relative %s\n", std::string(to_string(d)).c_str(),
+                                   v.name.c_str(), v.ulp_share, failed(v, "baseline_relative") ? "fails" : "passes");
+      }
+    }
+  }
+  Problem one_key = parse_problem("b=1 hq=4 hkv=2 sq=200 skv=1 dqk=64 dv=64 dtype=bf16");
+  const Case c = make_case(one_key, g());
+  const BackwardReport r = verify_backward(one_key, c.ex, kernel_of(c, other_tiles()));
+  EXPECT_FALSE(judged(gradient(r, "dq"), "ulp")) << to_text(r);
+  EXPECT_TRUE(r.pass()) << to_text(r);
+}
+
 TEST(BackwardCriteria, MoreAccurateThanTheBaselinePasses) {
   std::mt19937_64 g(testing::seed_for(2315));
   for (int n = 0; n < 30; ++n) {

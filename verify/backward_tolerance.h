@@ -13,6 +13,10 @@ struct BackwardTolerance {
   double baseline_k;     // max|g − r| ≤ k · max|baseline − r| + atol · max|r|
   double baseline_atol;  // relative to the gradient's largest magnitude
   double row_k;          // rows_baseline_relative: per row, ‖g − r‖ ≤ row_k · ‖baseline − r‖ + atol · ‖r‖ (+ floors)
+  // ulp: of the distinct (kernel, oracle) pairs of significant elements, at most this share more
+  // than ulp_n ULP (of the gradient dtype) from the rounded oracle; ≥ 1 means reported only.
+  uint64_t ulp_n = 1;
+  double ulp_max_frac = 1.0;
 };
 
 // By the input dtype: fp8 inputs' backward computes in bf16/f16 but takes the O of an fp8 forward
