@@ -475,8 +475,9 @@ typedef struct fc_backward_report fc_backward_report;
  * for fp8 inputs) and g->dsinks (FC_F32 [Hq]; absent: the kernel computes none, not judged) for the
  * inputs t->q, t->k, t->v, the side tensors and dO g->d_out, against the fp64 backward oracle with
  * verify/backward_criteria.h's criteria per gradient (unwritten, NaN/Inf positions, exact zeros of
- * rows without keys and keys no row sees, cosine, baseline-relative error against same-dtype
- * FlashAttention-2 backward replicas). t->o (and t->lse), the forward output the kernel's backward
+ * rows without keys and keys no row sees, cosine, rel_l2, the share of significant elements past
+ * 1 ULP, baseline-relative error against same-dtype FlashAttention-2 backward replicas, whole and
+ * per row). t->o (and t->lse), the forward output the kernel's backward
  * was given, is judged as fc_check2 judges it, reported apart; absent: no forward verdict. opt: as
  * fc_check2's (NULL: defaults); allow_nonfinite_inputs covers dO too, error_maps and the tiles
  * serve the gradients as well (since API 6). Bad input is FC_ERR_INVALID

@@ -348,25 +348,28 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
                            "; the baseline rule judges it)"
                      : " (reported only: the gradient cancels below its terms' rounding; the same-dtype baseline is off by rel_l2 " +
                            std::to_string(base_rel) + ")";
-  // 1 − cosine grows as the square of the error (≈ ½·rel_l2² for small errors), so an error
-  // kBaselineSpread times the baseline's moves it kBaselineSpread² times: a limit of 2x on both
-  // failed a correct bf16 dQ on cosine (0.942 < 0.9575) that rel_l2's 2x held (0.38 ≤ 0.44).
-  const double cos_limit = std::min(tol.min_cosine, 1.0 - kBaselineSpread * kBaselineSpread * (1.0 - base_c));
+  // Cosine: that of an error 2x the baseline's (spread_cosine, criteria.h). 1 − cosine grows as
+  // the error squared: 1 − 2(1 − c) failed a correct bf16 dQ on cosine (0.942 < 0.9575) that
+  // rel_l2's 2x held (0.38 ≤ 0.44).
+  const double cos_limit = std::min(tol.min_cosine, spread_cosine(base_c, kBaselineSpread));
   const double rel_limit = std::max(tol.max_rel_l2, kBaselineSpread * base_rel);
   const std::string loosened = " (loosened to 2x the same-dtype baseline's own, which is worse than the fixed limit here)";
   auto said = [&](const char* what, bool was_loosened) {
     return none ? none_text : std::string(what) + (noise ? noise_text : was_loosened ? loosened : std::string());
   };
-  add("cosine", value_role, Bound::at_least, v.cosine, cos_limit, said("2<g,r>/(|g|^2+|r|^2)", cos_limit < tol.min_cosine));
+  add("cosine", value_role, Bound::at_least, v.cosine, cos_limit,
+      none ? none_text
+           : std::string("2<g,r>/(|g|^2+|r|^2)") + (noise ? noise_text : cos_limit < tol.min_cosine ? std::string(kCosineLoosened) : std::string()));
   add("rel_l2", value_role, Bound::at_most, v.rel_l2, rel_limit, said("|g-r|/|r|", rel_limit > tol.max_rel_l2));
   // ULP shares. Cancelling gradients are noise against a tiny truth, every element many ULP off
   // (equal scores: 100% of dQ), so the rule judges only where cosine does; and like cosine it is
   // never stricter than 2x the same-dtype baselines' own share on the same elements.
   {
     const RoundingEvidence ev = rounding_evidence(g.dtype, ulp_pairs, tol.ulp_n);
-    double base_share = 0;
+    double base_share = 0;  // a baseline's share counts with as much evidence as the kernel's needs
     for (DistinctPairs& b : base_ulp_pairs)
-      if (b.distinct() > 0) base_share = std::max(base_share, rounding_evidence(g.dtype, b, tol.ulp_n).frac_over_n);
+      if (b.distinct() >= static_cast<double>(kMinDistinctPairsUlp))
+        base_share = std::max(base_share, rounding_evidence(g.dtype, b, tol.ulp_n).frac_over_n);
     v.ulp_share = ev.frac_over_n, v.ulp_baseline_share = base_share, v.ulp_distinct = ev.distinct;
     const bool enough = ev.distinct >= static_cast<double>(kMinDistinctPairsUlp);
     const double limit = std::max(tol.ulp_max_frac, kBaselineSpread * base_share);
@@ -380,6 +383,7 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
     else if (tol.ulp_max_frac >= 1.0) d << " (reported only for this dtype, verify/TOLERANCE.md)";
     else if (value_role != Role::judged) d << noise_text;
     else if (!enough) d << " (reported only: < " << kMinDistinctPairsUlp << ")";
+    else if (baseline_nonfinite) d << " (reported only: a same-dtype baseline replica is NaN/Inf where the oracle is finite)";
     else if (limit > tol.ulp_max_frac) d << loosened;
     add("ulp", role, Bound::at_most, ev.frac_over_n, limit, d.str());
   }

@@ -33,6 +33,14 @@ struct CheckOptions {
 // is sharp sooner: with >= 256 distinct pairs correct runs stay within |0.083| and truncating
 // ones are caught more often than by the old 1,024-element floor (verify/TOLERANCE.md).
 inline constexpr int64_t kMinDistinctPairsUlp = 1024;
+// The cosine of an error `spread` times the one whose cosine is c, for an error orthogonal to the
+// truth (cosine 2/(2 + ρ²) at ‖e‖ = ρ‖r‖): c / (c + spread²·(1 − c)). The judges' cosine limits
+// follow a baseline by it as rel_l2's follow it by `spread`.
+inline double spread_cosine(double c, double spread) {
+  return c <= 0 ? c : c / (c + spread * spread * (1.0 - c));
+}
+inline constexpr const char* kCosineLoosened =
+    " (loosened to the cosine of an error 2x the same-dtype baseline's, which is worse than the fixed limit here)";
 inline constexpr int64_t kMinDistinctPairsBias = 256;
 
 Report verify_output(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt);

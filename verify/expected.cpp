@@ -375,8 +375,9 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
   // lean (a correct f16 replica sat −0.33 output ULPs low, session 13's CI).
   // Where: on the CPU over the oracle's rows (all, or the sample), in the same layout, for problems
   // under kGpuOracleWork (milliseconds to a second). Past it, f32 and fp8 (which need it for every
-  // verdict) take the GPU replica when the GPU oracle runs every row and it covers the problem, else
-  // the CPU's (as before the GPU replicas); 16-bit keeps the eager baseline alone there: the second
+  // verdict) take the GPU replica when the GPU oracle runs every row and it covers the problem (f32
+  // only: the GPU replicas have no fp8) and fits, else the CPU's (as before the GPU replicas);
+  // 16-bit keeps the eager baseline alone there: the second
   // baseline would add to a production-size check (4,64,8192,128) about what the eager one takes
   // on the GPU, 1.3 s of its 5.5 (PERF.md, session 13), for a rule it rarely moves there
   // (verify/TOLERANCE.md, Rounding bias).
@@ -387,7 +388,12 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
     cfg.round_p = p.dtype != DType::f32;
     cfg.finite_neg_inf = false;
     std::optional<ReplicaResult> on_gpu;
-    if (!cheap && gpu && r.oracle.rows.is_all()) on_gpu = replica_attention_gpu(p, in, cfg);
+    if (!cheap && gpu && r.oracle.rows.is_all()) {
+      try {
+        on_gpu = replica_attention_gpu(p, in, cfg);
+      } catch (const OracleDoesNotFit&) {  // one (sequence, KV head) unit past the device's memory: the CPU's
+      }
+    }
     if (on_gpu) {
       r.flash_baseline = std::move(on_gpu->o);
       lap("flash baseline (GPU replica)");
