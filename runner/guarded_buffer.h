@@ -15,13 +15,19 @@ namespace flashcheck {
 // nobody checks. Host kernels run isolated get guard pages instead (runner/isolation.h), which
 // fault on the first byte past the end however far the write goes.
 inline constexpr size_t kGuardBytes = size_t{64} << 10;
+// The guard actually used: kGuardBytes, or FLASHCHECK_GUARD_BYTES (a multiple of 256, at most
+// 2^30; 0 for none). 0 is for runs under compute-sanitizer memcheck: a read past a tensor's end
+// that no output shows (a prefetch past the last step) lands in the canary and is invisible; with
+// buffers that end where their data does, memcheck names it. Malformed values throw
+// std::invalid_argument, which the commands report as bad input (exit 125).
+size_t guard_bytes();
 // The canary: 0x7FCA repeated — a NaN read as bf16, as f16 and (0x7FCA7FCA) as f32, distinct from
 // the poison; a kernel that reads past its inputs pulls NaN into its output and fails visibly.
 inline constexpr uint16_t kCanary = 0x7FCA;
 
 class GuardedBuffer {
  public:
-  GuardedBuffer(Memory mem, size_t payload) : mem_(mem), payload_(payload), host_(payload + 2 * kGuardBytes) {
+  GuardedBuffer(Memory mem, size_t payload) : mem_(mem), payload_(payload), guard_(guard_bytes()), host_(payload + 2 * guard_) {
     // Byte by byte, so a buffer of an odd byte count (fp8 inputs of an odd head dim) is fenced to
     // its last byte: filling whole pairs left that byte 0, and the check counted it as overwritten.
     for (size_t i = 0; i < host_.size(); ++i) host_[i] = reinterpret_cast<const uint8_t*>(&kCanary)[i % 2];
@@ -33,9 +39,9 @@ class GuardedBuffer {
   GuardedBuffer(const GuardedBuffer&) = delete;
   GuardedBuffer& operator=(const GuardedBuffer&) = delete;
 
-  uint8_t* payload_host() { return host_.data() + kGuardBytes; }
+  uint8_t* payload_host() { return host_.data() + guard_; }
   size_t payload_bytes() const { return payload_; }
-  void* kernel_ptr() { return (mem_ == Memory::device ? dev_ : host_.data()) + kGuardBytes; }
+  void* kernel_ptr() { return (mem_ == Memory::device ? dev_ : host_.data()) + guard_; }
   void upload() {
     if (mem_ == Memory::device) device::to_device(dev_, host_.data(), host_.size());
   }
@@ -44,10 +50,10 @@ class GuardedBuffer {
   }
   int64_t damaged_guard_bytes() const {
     int64_t bad = 0;
-    for (size_t i = 0; i < kGuardBytes; ++i) {
+    for (size_t i = 0; i < guard_; ++i) {
       const uint8_t want = reinterpret_cast<const uint8_t*>(&kCanary)[i % 2];
       bad += host_[i] != want;
-      bad += host_[kGuardBytes + payload_ + i] != reinterpret_cast<const uint8_t*>(&kCanary)[(payload_ + i) % 2];
+      bad += host_[guard_ + payload_ + i] != reinterpret_cast<const uint8_t*>(&kCanary)[(payload_ + i) % 2];
     }
     return bad;
   }
@@ -55,6 +61,7 @@ class GuardedBuffer {
  private:
   Memory mem_;
   size_t payload_;
+  size_t guard_;
   std::vector<uint8_t> host_;
   uint8_t* dev_ = nullptr;
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include <sstream>
 
@@ -160,6 +161,35 @@ TEST(Harness, GuardsAreIntactForEveryPayloadSizeAndCatchOneByte) {
     EXPECT_EQ(b.damaged_guard_bytes(), 0) << n << " bytes";
     b.payload_host()[n] ^= 0x5a;  // the first byte past the payload
     EXPECT_EQ(b.damaged_guard_bytes(), 1) << n << " bytes";
+  }
+}
+
+// FLASHCHECK_GUARD_BYTES sets the fence (0 under compute-sanitizer memcheck, so that a read past a
+// tensor's end reaches memory the sanitizer knows is not the buffer's); malformed values are bad
+// input, named.
+TEST(Harness, GuardBytesFollowTheEnvironment) {
+  struct Restore {
+    ~Restore() { unsetenv("FLASHCHECK_GUARD_BYTES"); }
+  } restore;
+  unsetenv("FLASHCHECK_GUARD_BYTES");
+  EXPECT_EQ(guard_bytes(), kGuardBytes);
+  setenv("FLASHCHECK_GUARD_BYTES", "0", 1);
+  GuardedBuffer bare(Memory::host, 69);
+  EXPECT_EQ(bare.payload_host(), static_cast<uint8_t*>(bare.kernel_ptr()));
+  EXPECT_EQ(bare.damaged_guard_bytes(), 0);
+  setenv("FLASHCHECK_GUARD_BYTES", "512", 1);
+  GuardedBuffer small(Memory::host, 69);
+  EXPECT_EQ(small.damaged_guard_bytes(), 0);
+  small.payload_host()[69 + 511] ^= 1;  // the fence's last byte
+  EXPECT_EQ(small.damaged_guard_bytes(), 1);
+  for (const char* bad : {"100", "abc", "-256", "2147483648", "99999999999"}) {
+    setenv("FLASHCHECK_GUARD_BYTES", bad, 1);
+    try {
+      guard_bytes();
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("FLASHCHECK_GUARD_BYTES"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -110,6 +110,8 @@ BACKWARD_EDGE_SHAPES = [
 
 
 BACKWARD_MEMCHECK_SHAPE = "b=2 hq=8 hkv=4 sq=200 skv=333 d=128 causal=top_left"
+# Racecheck runs the kernels far slower: one small problem with several query and key tiles, GQA.
+BACKWARD_RACECHECK_SHAPE = "b=1 hq=2 hkv=1 sq=150 skv=200 d=64 causal=bottom_right"
 
 
 def backward_mode_seed(start, deterministic):
@@ -155,10 +157,19 @@ def checks_for(args):
             # (the dQ sum's atomics), under compute-sanitizer memcheck; the worker process is
             # followed (--target-processes all).
             # Its own per-case timeout: memcheck runs the kernels many times slower.
+            # Buffers without their 64 KiB canary fence (FLASHCHECK_GUARD_BYTES=0): a read past a
+            # tensor's end that no value shows (a prefetch past the last step, LSE one row past)
+            # lands in the canary otherwise, where memcheck cannot see it. Both modes: the
+            # deterministic one has its own dQ pass. Then racecheck over a smaller problem in the
+            # deterministic mode (every kernel of the backward): a barrier dropped between a stage's
+            # copies and its reads, which the values survive when the copies are quick.
             slow = "{fc} run --backward --plugin {bin} --kernel {kernel} --timeout %d" % max(120, args.case_timeout)
-            out.append(("bmemcheck", "compute-sanitizer --tool memcheck --error-exitcode 1 --target-processes all "
-                        + slow + " --problem %s --dist normal --input-seed %d"
-                        % (shlex.quote(BACKWARD_MEMCHECK_SHAPE + " dtype=bf16"), backward_mode_seed(args.seed, False)), True))
+            sanitize = "FLASHCHECK_GUARD_BYTES=0 compute-sanitizer --tool %s --error-exitcode 1 --target-processes all "
+            for name, deterministic in (("bmemcheck", False), ("bmemcheck_det", True)):
+                out.append((name, sanitize % "memcheck" + slow + " --problem %s --dist normal --input-seed %d"
+                            % (shlex.quote(BACKWARD_MEMCHECK_SHAPE + " dtype=bf16"), backward_mode_seed(args.seed, deterministic)), True))
+            out.append(("bracecheck", sanitize % "racecheck" + slow + " --problem %s --dist normal --input-seed %d"
+                        % (shlex.quote(BACKWARD_RACECHECK_SHAPE + " dtype=f16"), backward_mode_seed(args.seed, True)), True))
         return out
     if args.checks == "variants":
         # Problem model 2 (the module's ABI 2 space): every declared variant, then a window and a
