@@ -89,10 +89,10 @@ void add_check(CLI::App& app, Action& action) {
         if (opts->o.timings) {
           double total = 0;
           for (const auto& [phase, s] : r.timings) {
-            std::fprintf(stderr, "timing: %-26s %8.3f s\n", phase.c_str(), s);
+            std::fprintf(stderr, "timing: %-30s %8.3f s\n", phase.c_str(), s);
             if (phase.rfind("  ", 0) != 0) total += s;  // indented: a part of the phase above
           }
-          std::fprintf(stderr, "timing: %-26s %8.3f s\n", "total", total);
+          std::fprintf(stderr, "timing: %-30s %8.3f s\n", "total", total);
         }
         // Every output is tried: a page that cannot be written does not cost the JSON.
         std::optional<std::string> failed_output;
