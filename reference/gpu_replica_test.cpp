@@ -8,11 +8,11 @@
 // maxima, P (and its roundings), row sums, ℓ, corrections, D and dS bit for bit (exp, exp2 and log2
 // aside: both faithfully rounded, they may pick different neighbours, which moves a term by one fp32
 // ulp and, about once in 2^13 such cases, a dtype rounding of it: compare() allows that in a few
-// rows), and differ only in the order of
-// the remaining GEMMs' sums: O = Σ rd(P)·V (with its rescales), dV = Σ rd(P)ᵀ·dO, dK = Σ rd(dS)ᵀ·Q,
-// dQ = Σ rd(dS)·K. Two orders of one fp32 sum of n terms each lie within λ·√n·u·Σ|terms| of the
-// exact sum, except with probability about 2·exp(−λ²/2) per element (Higham and Mary's
-// probabilistic rounding error analysis; worst case n·u), so with λ = 8 they agree within
+// rows), and differ only in the order of the remaining GEMMs' sums: O = Σ rd(P)·V (with its
+// rescales), dV = Σ rd(P)ᵀ·dO, dK = Σ rd(dS)ᵀ·Q, dQ = Σ rd(dS)·K. Two orders of one fp32 sum of n
+// terms each lie within λ·√n·u·Σ|terms| of the exact sum, except with probability about
+// 2·exp(−λ²/2) per element (Higham and Mary's probabilistic rounding error analysis; worst case
+// n·u), so with λ = 8 they agree within
 //     2·λ·√(2(n + 2))·2^−24·W,   W = Σ |terms| (fp64, from the exact scores),
 // the 2 under the root counting a product's own rounding (f32 inputs) and n + 2 the rescales and
 // the final scale. The outputs are compared before their final rounding to the dtype (the replicas'

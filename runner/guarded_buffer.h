@@ -19,7 +19,7 @@ inline constexpr size_t kGuardBytes = size_t{64} << 10;
 // 2^30; 0 for none). 0 is for runs under compute-sanitizer memcheck: a read past a tensor's end
 // that no output shows (a prefetch past the last step) lands in the canary and is invisible; with
 // buffers that end where their data does, memcheck names it. Malformed values throw
-// std::invalid_argument, which the commands report as bad input (exit 125).
+// std::invalid_argument; the command line checks it before anything runs (bad input, exit 125).
 size_t guard_bytes();
 // The canary: 0x7FCA repeated — a NaN read as bf16, as f16 and (0x7FCA7FCA) as f32, distinct from
 // the poison; a kernel that reads past its inputs pulls NaN into its output and fails visibly.

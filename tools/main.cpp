@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include "reference/blas_core.h"
+#include "runner/guarded_buffer.h"
 #include "runner/isolation.h"
 #include "tools/commands.h"
 #include "tools/gpus.h"
@@ -62,6 +64,14 @@ int main(int argc, char** argv) {
     unsetenv("FLASHCHECK_GPU_PARENT");  // not inherited by this worker's own kernel workers
   }
   flashcheck::cli::remember_command_line(argc, argv);  // a `run --gpus` worker's command line is this one's
+  // A malformed FLASHCHECK_GUARD_BYTES is bad input, said once before anything runs: read where
+  // the buffers are made, it would fail every case as the kernel's error.
+  try {
+    flashcheck::guard_bytes();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "flashcheck: %s\n", flashcheck::printable_line(e.what()).c_str());
+    return flashcheck::kCannotTest;
+  }
   namespace cli = flashcheck::cli;
   CLI::App app{"flashcheck: reference-and-verification testbed for FlashAttention forward kernels.\n"
                "Exit codes: 0 pass, 1 numerical mismatch, 125 cannot test."};

@@ -354,13 +354,12 @@ GradientVerdict judge(const GradientData& g, const BackwardTolerance& tol, bool 
   const double cos_limit = std::min(tol.min_cosine, spread_cosine(base_c, kBaselineSpread));
   const double rel_limit = std::max(tol.max_rel_l2, kBaselineSpread * base_rel);
   const std::string loosened = " (loosened to 2x the same-dtype baseline's own, which is worse than the fixed limit here)";
-  auto said = [&](const char* what, bool was_loosened) {
-    return none ? none_text : std::string(what) + (noise ? noise_text : was_loosened ? loosened : std::string());
+  auto said = [&](const char* what, bool was_loosened, const std::string& how) {
+    return none ? none_text : std::string(what) + (noise ? noise_text : was_loosened ? how : std::string());
   };
   add("cosine", value_role, Bound::at_least, v.cosine, cos_limit,
-      none ? none_text
-           : std::string("2<g,r>/(|g|^2+|r|^2)") + (noise ? noise_text : cos_limit < tol.min_cosine ? std::string(kCosineLoosened) : std::string()));
-  add("rel_l2", value_role, Bound::at_most, v.rel_l2, rel_limit, said("|g-r|/|r|", rel_limit > tol.max_rel_l2));
+      said("2<g,r>/(|g|^2+|r|^2)", cos_limit < tol.min_cosine, kCosineLoosened));
+  add("rel_l2", value_role, Bound::at_most, v.rel_l2, rel_limit, said("|g-r|/|r|", rel_limit > tol.max_rel_l2, loosened));
   // ULP shares. Cancelling gradients are noise against a tiny truth, every element many ULP off
   // (equal scores: 100% of dQ), so the rule judges only where cosine does; and like cosine it is
   // never stricter than 2x the same-dtype baselines' own share on the same elements.

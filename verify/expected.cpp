@@ -281,6 +281,45 @@ double oracle_work(const Problem& p, const RowSet& rows) {
             static_cast<double>(p.head_dim_qk + p.head_dim_v);
   return work;
 }
+
+// The second baseline, a FlashAttention replica (64×64 tiles, exp2, P rounded to the input dtype
+// unless f32), for every dtype. f32: the eager baseline is too good a yardstick on ill-conditioned
+// scores. fp8 inputs: every correct kernel rounds P to fp8 before P·V (FA3's numerics: P·2^8 cast
+// to the input dtype) and the eager baseline, P in bf16, does not: where V's values cancel
+// (O = Σ p·v far below Σ p·|v|) that rounding is tens of percent of O, and only a baseline that
+// rounds P the same way says so (a correct e4m3 replica failed rel_l2 0.69 > 0.3 on sq=1 skv=2
+// constant_rows, session 7). 16-bit: a FlashAttention kernel rounds the unnormalized
+// P = exp(s − m) and divides by the unrounded ℓ; the eager baseline rounds the normalized P. Where
+// every row repeats one P rounding (two keys, a constant score gap: constant rows under ALiBi and
+// softcap) the FlashAttention form leans one way over every row and the eager one need not, so
+// the rounding-direction rule needs this baseline's own lean (a correct f16 replica sat −0.33
+// output ULPs low, session 13's CI).
+// Where: on the CPU over the oracle's rows (all, or the sample), in their layout, for problems
+// under kGpuOracleWork (milliseconds to a second). Past it, f32 and fp8 (which need it for every
+// verdict) take the GPU replica when the GPU oracle runs every row and the replica covers the
+// problem (f32 only: the GPU replicas have no fp8) and fits, else the CPU's; 16-bit keeps the
+// eager baseline alone there: the second would add to a production-size check (4,64,8192,128)
+// about what the eager one takes on the GPU, 1.3 s of its 5.5 (PERF.md, session 13), for a rule it
+// rarely moves there (verify/TOLERANCE.md, Rounding bias).
+struct FlashBaseline {
+  std::vector<float> o;
+  const char* phase = nullptr;  // where it ran, for Expected::timings; null: not computed
+};
+FlashBaseline flash_baseline(const Problem& p, const Inputs& in, const RowSet& rows, bool gpu_oracle) {
+  const bool cheap = oracle_work(p, rows) < kGpuOracleWork;
+  if (!cheap && p.dtype != DType::f32 && !is_fp8(p.dtype)) return {};
+  ReplicaConfig cfg;
+  cfg.block_q = cfg.block_kv = 64;
+  cfg.round_p = p.dtype != DType::f32;
+  cfg.finite_neg_inf = false;
+  if (!cheap && gpu_oracle && rows.is_all()) {
+    try {
+      if (std::optional<ReplicaResult> g = replica_attention_gpu(p, in, cfg)) return {std::move(g->o), "flash baseline (GPU replica)"};
+    } catch (const OracleDoesNotFit&) {  // one (sequence, KV head) unit past the device's memory: the CPU's
+    }
+  }
+  return {replica_attention(p, in, cfg, {}, rows).o, "flash baseline (replica)"};
+}
 }  // namespace
 
 bool oracle_on_gpu(const Problem& p, const RowSet& rows, OracleChoice oracle) {
@@ -362,45 +401,10 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
   lap("score bounds");
   find_unresolved_rows(p, in, r);
   if (!r.unresolved.empty()) lap("unresolved rows");
-  // The second baseline, a FlashAttention replica, for every dtype. f32: the eager baseline is too
-  // good a yardstick on ill-conditioned scores. fp8 inputs: every correct kernel rounds P to fp8
-  // before P·V (FA3's numerics: P·2^8 cast to the input dtype) and the eager baseline, P in bf16,
-  // does not: where V's values cancel (O = Σ p·v far below Σ p·|v|) that rounding is tens of
-  // percent of O, and only a baseline that rounds P the same way says so (a correct e4m3 replica
-  // failed rel_l2 0.69 > 0.3 on sq=1 skv=2 constant_rows, session 7). 16-bit: a FlashAttention
-  // kernel rounds the unnormalized P = exp(s − m) and divides by the unrounded ℓ; the eager
-  // baseline rounds the normalized P. Where every row repeats one P rounding (two keys, a constant
-  // score gap: constant rows under ALiBi and softcap) the FlashAttention form leans one way over
-  // every row and the eager one need not, so the rounding-direction rule needs this baseline's own
-  // lean (a correct f16 replica sat −0.33 output ULPs low, session 13's CI).
-  // Where: on the CPU over the oracle's rows (all, or the sample), in the same layout, for problems
-  // under kGpuOracleWork (milliseconds to a second). Past it, f32 and fp8 (which need it for every
-  // verdict) take the GPU replica when the GPU oracle runs every row and it covers the problem (f32
-  // only: the GPU replicas have no fp8) and fits, else the CPU's (as before the GPU replicas);
-  // 16-bit keeps the eager baseline alone there: the second
-  // baseline would add to a production-size check (4,64,8192,128) about what the eager one takes
-  // on the GPU, 1.3 s of its 5.5 (PERF.md, session 13), for a rule it rarely moves there
-  // (verify/TOLERANCE.md, Rounding bias).
-  const bool cheap = oracle_work(p, r.oracle.rows) < kGpuOracleWork;
-  if (cheap || p.dtype == DType::f32 || is_fp8(p.dtype)) {
-    ReplicaConfig cfg;
-    cfg.block_q = cfg.block_kv = 64;
-    cfg.round_p = p.dtype != DType::f32;
-    cfg.finite_neg_inf = false;
-    std::optional<ReplicaResult> on_gpu;
-    if (!cheap && gpu && r.oracle.rows.is_all()) {
-      try {
-        on_gpu = replica_attention_gpu(p, in, cfg);
-      } catch (const OracleDoesNotFit&) {  // one (sequence, KV head) unit past the device's memory: the CPU's
-      }
-    }
-    if (on_gpu) {
-      r.flash_baseline = std::move(on_gpu->o);
-      lap("flash baseline (GPU replica)");
-    } else {
-      r.flash_baseline = replica_attention(p, in, cfg, {}, r.oracle.rows).o;
-      lap("flash baseline (replica)");
-    }
+  FlashBaseline fb = flash_baseline(p, in, r.oracle.rows, gpu);
+  if (fb.phase) {
+    r.flash_baseline = std::move(fb.o);
+    lap(fb.phase);
   }
   return r;
 }

@@ -150,19 +150,17 @@ def checks_for(args):
                 for i, s in enumerate(BACKWARD_EDGE_SHAPES)]
         out.append(("backward2", brun + " --seed %d --cases %d" % (args.seed + 1, args.cases), False))
         if shutil.which("compute-sanitizer"):
-            # Last, for what survives the outputs: memory safety, which no gradient shows (a
-            # reduction of zeros one row past the dQ sum, a prefetch past the last step or with no
-            # step at all reading outside q and dO). One problem with keys no row sees (top-left,
-            # Skv > Sq: KV tiles with no step), rows off the warp tiles, GQA, in the default mode
-            # (the dQ sum's atomics), under compute-sanitizer memcheck; the worker process is
-            # followed (--target-processes all).
-            # Its own per-case timeout: memcheck runs the kernels many times slower.
-            # Buffers without their 64 KiB canary fence (FLASHCHECK_GUARD_BYTES=0): a read past a
-            # tensor's end that no value shows (a prefetch past the last step, LSE one row past)
-            # lands in the canary otherwise, where memcheck cannot see it. Both modes: the
-            # deterministic one has its own dQ pass. Then racecheck over a smaller problem in the
-            # deterministic mode (every kernel of the backward): a barrier dropped between a stage's
-            # copies and its reads, which the values survive when the copies are quick.
+            # Last, for what survives the outputs: memory safety and races, which no gradient
+            # shows. memcheck over one problem with keys no row sees (top-left, Skv > Sq: KV tiles
+            # with no step), rows off the warp tiles and GQA, in each mode (the deterministic one
+            # has its own dQ pass), on buffers without their 64 KiB canary fence
+            # (FLASHCHECK_GUARD_BYTES=0): a reduction of zeros one row past the dQ sum, a prefetch
+            # past the last step or LSE read one row past land in the canary otherwise, where
+            # memcheck cannot see them. Then racecheck over a smaller problem in the deterministic
+            # mode (every kernel of the backward): a barrier or commit dropped between a stage's
+            # copies and its reads, which the values survive when the copies are quick. The worker
+            # process is followed (--target-processes all); their own per-case timeout, as the
+            # sanitizers run the kernels many times slower.
             slow = "{fc} run --backward --plugin {bin} --kernel {kernel} --timeout %d" % max(120, args.case_timeout)
             sanitize = "FLASHCHECK_GUARD_BYTES=0 compute-sanitizer --tool %s --error-exitcode 1 --target-processes all "
             for name, deterministic in (("bmemcheck", False), ("bmemcheck_det", True)):
