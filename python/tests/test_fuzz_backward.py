@@ -116,8 +116,13 @@ def test_d_out_is_fresh_per_case_and_the_same_on_replay():
     assert fuzz(recorder, 3007, cases=4, dtypes=("bf16",))
     line, do = seen[0]
     assert do.dtype == np.uint16 and do.shape == flashcheck.Problem.parse(line).o_shape
-    x = flashcheck.bf16_to_float32(do)
-    assert np.all(np.isfinite(x)) and (x.size < 2 or np.std(x) > 0.3), "dO is no draw of N(0, 1)"
+    # N(0, 1) is judged on every case's dO pooled: one case may hold 2 elements, whose spread says
+    # nothing (0.37 and 0.66 are a fair draw); 64 draws from N(0, 1) have a sample std below 0.5 with
+    # probability < 1e-9.
+    pool = np.concatenate([flashcheck.bf16_to_float32(d).ravel() for _, d in seen])
+    assert np.all(np.isfinite(pool)), "dO holds a non-finite value"
+    if pool.size >= 64:
+        assert np.std(pool) > 0.5 and abs(np.mean(pool)) < 0.5, "dO is no draw of N(0, 1)"
     # fuzz's first call (whether fn returns an LSE) and the campaign's case 0 are one case, though only
     # the campaign's problem says its scale: one dO.
     assert np.array_equal(seen[1][1], do), (line, seen[1][0])
