@@ -31,9 +31,10 @@ MapFlag classify_lse(float k, double o, bool empty_row, EmptyRowLse empty_lse) {
 }
 
 // A row's LSE tolerance: it carries the scores' absolute rounding, so it grows with the row's
-// largest |score| (score_bound), not only with |LSE|.
-double lse_limit(const Tolerance& tol, double lse, double score_bound) {
-  return tol.lse_atol + tol.lse_rtol * (std::fabs(lse) + score_bound);
+// largest |score| (score_bound), not only with |LSE|; for fp8 inputs also with the tensor cores'
+// accumulation error of the scores (Expected::score_error).
+double lse_limit(const Tolerance& tol, double lse, double score_bound, double score_error) {
+  return tol.lse_atol + tol.lse_rtol * (std::fabs(lse) + score_bound) + score_error * score_bound;
 }
 
 bool is_flagged(MapFlag f) {
@@ -191,7 +192,7 @@ ErrorMaps error_maps(const Problem& p, const Expected& ref, const KernelResult& 
     const MapFlag f = classify_lse(k, o, empty, opt.empty_lse);
     float ratio = NAN;
     if (f == MapFlag::ok) {
-      ratio = static_cast<float>(std::fabs(k - o) / lse_limit(opt.tol, o, ref.score_bound[i]));
+      ratio = static_cast<float>(std::fabs(k - o) / lse_limit(opt.tol, o, ref.score_bound[i], ref.score_error));
       if ((same_rows || pl.b == m.head_b) && pl.ri < head_n) {
         float& mx = m.lse_ratio_max[static_cast<size_t>(pl.ri)];
         if (!(mx >= ratio)) mx = ratio;
@@ -532,7 +533,7 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
       if (flag == MapFlag::nan_mismatch) ++bad;
       if (flag != MapFlag::ok) continue;
       ++measured;
-      const double err = std::fabs(k - o), limit = lse_limit(tol, o, ref.score_bound[i]);
+      const double err = std::fabs(k - o), limit = lse_limit(tol, o, ref.score_bound[i], ref.score_error);
       max_abs = std::max(max_abs, err);
       max_rel = std::max(max_rel, err / std::max(std::fabs(o), 1e-30));
       if (err > limit) {

@@ -168,6 +168,10 @@ double score_rounding(int64_t head_dim_qk) {
   return nu / (1.0 - nu) + 4 * u;
 }
 
+double fp8_score_accumulation(int64_t head_dim_qk) {
+  return static_cast<double>((head_dim_qk + 31) / 32) * 1.5 * 0x1p-10;
+}
+
 namespace {
 
 using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -191,7 +195,7 @@ MatD widened_keys(const Problem& p, const Inputs& in, const Sequences& seqs, int
 void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
   const RowSet& rs = r.oracle.rows;
   const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hq = p.heads_q;
-  const double rounding = score_rounding(dqk), scale = p.softmax_scale();
+  const double rounding = std::max(score_rounding(dqk), r.score_error), scale = p.softmax_scale();
   auto candidate = [&](size_t i) {
     return rounding * r.score_bound[i] >= kUnresolvedDelta && std::isfinite(r.oracle.lse[i]);
   };
@@ -365,6 +369,7 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
   const Sequences seqs(p);
   const int64_t hq = p.heads_q, dqk = p.head_dim_qk;
   r.score_bound.resize(static_cast<size_t>(rows.total() * hq));
+  r.score_error = is_fp8(p.dtype) ? fp8_score_accumulation(dqk) : 0.0;
   auto norm = [](const float* x, int64_t n) {
     double s = 0;
     for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];

@@ -24,6 +24,10 @@ struct Expected {
   // largest |score|. LSE carries the absolute rounding error of the scores (m·scale + log ℓ), so its
   // tolerance grows with this, not with |LSE| (which can be near 0 while the scores are huge).
   std::vector<double> score_bound;
+  // A score's error bound relative to score_bound beyond fp32's, for fp8 inputs: the tensor cores'
+  // accumulation (fp8_score_accumulation below). The LSE carries it (verify/criteria.cpp) and so do
+  // near-ties (unresolved rows); 0 for other dtypes.
+  double score_error = 0;
   // A second baseline over the same rows (all or sampled), the blocked replica (64×64 tiles, exp2,
   // P rounded to the input dtype unless f32): what a typical correct FlashAttention computes. The
   // eager fp32 baseline is nearly exact, sometimes exact by luck (a 64× ratio was seen); a 16-bit
@@ -52,6 +56,14 @@ inline constexpr double kNegligibleGap = 40;     // a key this far below the max
 // Accuracy and Stability of Numerical Algorithms, §3.1), plus a few roundings for the scale and the
 // max subtraction. u = 2^-23, not 2^-24: tensor-core accumulators may truncate instead of rounding.
 double score_rounding(int64_t head_dim_qk);
+// The same for a score of fp8 products summed by fp8 tensor cores. Hopper's fp8 MMA does not
+// accumulate in full fp32: each k32 group's products (and the running sum) are aligned to the
+// group's largest exponent and kept to about 14 bits before joining the fp32 accumulator (DeepSeek-V3
+// technical report, §3.3.2, measured on H800), the bits below cut off. A correct H100 kernel
+// (wgmma_e4m3, PERF.md session 15) failed fp32's LSE limit by up to 0.08 (|LSE| ≈ 10, one key),
+// and over 1,500 campaign cases of every distribution its worst LSE error reached 0.74 of
+// 2^-10·ceil(Dqk/32)·score_bound: 1.5·2^-10 per k32 group, the measured worst with 2x headroom.
+double fp8_score_accumulation(int64_t head_dim_qk);
 // Which oracle computes the fp64 truth and the same-dtype baseline: the CPU's, the GPU's
 // (reference/gpu_oracle.h), or the GPU's for problems of at least kGpuOracleWork when one is usable.
 enum class OracleChoice { automatic, cpu, gpu };
