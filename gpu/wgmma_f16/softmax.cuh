@@ -37,8 +37,10 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 
 // Online softmax of one tile for the thread's two rows: updates the running max m (of raw scores)
 // and the lane-partial sum ℓ, turns s into probabilities in place, and returns in corr[hf] the
-// factor that row's O accumulator must be multiplied by. sl2 = scale · log2(e).
-template <int kRegs>
+// factor that row's O accumulator must be multiplied by. sl2 = scale · log2(e). kPLog2 = k makes
+// p = 2^k · 2^((s − m)·sl2) (ℓ carries the same factor): fp8's "max offset", which spreads P over
+// e4m3's range [0, 2^k] instead of letting small probabilities underflow (wgmma_e4m3: k = 8).
+template <int kRegs, int kPLog2 = 0>
 __device__ __forceinline__ void online(float (&s)[kRegs], float (&m)[2], float (&l)[2], float (&corr)[2], float sl2) {
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -57,7 +59,10 @@ __device__ __forceinline__ void online(float (&s)[kRegs], float (&m)[2], float (
     for (int j = 0; j < kRegs / 4; ++j)
 #pragma unroll
       for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
-        s[4 * j + e] = exp2_ftz((s[4 * j + e] - m_use) * sl2);
+        if constexpr (kPLog2 == 0)
+          s[4 * j + e] = exp2_ftz((s[4 * j + e] - m_use) * sl2);
+        else
+          s[4 * j + e] = exp2_ftz(fmaf(s[4 * j + e] - m_use, sl2, static_cast<float>(kPLog2)));
         sum += s[4 * j + e];
       }
     l[hf] = l[hf] * corr[hf] + sum;  // lane-partial: reduced over the quad once, in the epilogue

@@ -52,15 +52,19 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return fn;
 }
 
-// Rows of `dim` 16-bit elements addressed (row, head, outer) by element strides, read in boxes of
-// 64 × box_rows: a [outer, heads, rows, dim] view of any layout (BHSD, BSHD; a packed THD tensor is
-// outer = 1 with rows = its tokens). TMA asks the base and every stride for 16-byte multiples;
-// the caller has checked them (a message naming the tensor beats the encoder's error code).
-inline CUtensorMap make_map_rows(const void* base, bool bf16, int64_t outer, int64_t heads, int64_t rows, int dim,
-                                 int64_t stride_row, int64_t stride_head, int64_t stride_outer, int box_rows) {
-  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) throw std::invalid_argument("wgmma_f16: tensor not 16-byte aligned");
+// Rows of `dim` elements of `type` (elem_bytes each) addressed (row, head, outer) by element
+// strides, read in boxes of box_bytes (128, or 64 for rows that short) × box_rows, swizzled at
+// that width: a [outer, heads, rows, dim] view of any layout
+// (BHSD, BSHD; a packed THD tensor is outer = 1 with rows = its tokens). TMA asks the base and every
+// stride for 16-byte multiples; the caller has checked them (a message naming the tensor beats the
+// encoder's error code).
+inline CUtensorMap make_map_typed(const void* base, CUtensorMapDataType type, int elem_bytes, int64_t outer,
+                                  int64_t heads, int64_t rows, int dim, int64_t stride_row, int64_t stride_head,
+                                  int64_t stride_outer, int box_rows, int box_bytes = 128) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) throw std::invalid_argument("tensor map: base not 16-byte aligned");
+  if (box_bytes != 128 && box_bytes != 64) throw std::invalid_argument("tensor map: boxes of 128 or 64 bytes");
   CUtensorMap map;
-  const cuuint64_t elem = 2;
+  const cuuint64_t elem = static_cast<cuuint64_t>(elem_bytes);
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(heads),
                               static_cast<cuuint64_t>(outer)};
   // A dimension of extent 1 is never stepped along: any valid stride will do (0 is not one).
@@ -68,19 +72,28 @@ inline CUtensorMap make_map_rows(const void* base, bool bf16, int64_t outer, int
     return extent <= 1 ? dims[0] * elem : static_cast<cuuint64_t>(stride) * elem;
   };
   const cuuint64_t strides[3] = {step(stride_row, rows), step(stride_head, heads), step(stride_outer, outer)};
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(box_bytes / elem_bytes), static_cast<cuuint32_t>(box_rows), 1, 1};
   const cuuint32_t estride[4] = {1, 1, 1, 1};
-  const CUresult r = encoder()(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-                               const_cast<void*>(base), dims, strides, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  const CUresult r = encoder()(&map, type, 4, const_cast<void*>(base), dims, strides, box, estride,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               box_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // NONE: out-of-bounds elements read as zero
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
                              ") for a [" + std::to_string(outer) + "," + std::to_string(heads) + "," + std::to_string(rows) +
                              "," + std::to_string(dim) + "] view, strides (" + std::to_string(stride_outer) + "," +
-                             std::to_string(stride_head) + "," + std::to_string(stride_row) + "), box 64x" +
-                             std::to_string(box_rows));
+                             std::to_string(stride_head) + "," + std::to_string(stride_row) + "), box " +
+                             std::to_string(box[0]) + "x" + std::to_string(box_rows));
   return map;
+}
+
+// The same for 16-bit elements, read in boxes of 64 × box_rows.
+inline CUtensorMap make_map_rows(const void* base, bool bf16, int64_t outer, int64_t heads, int64_t rows, int dim,
+                                 int64_t stride_row, int64_t stride_head, int64_t stride_outer, int box_rows) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) throw std::invalid_argument("wgmma_f16: tensor not 16-byte aligned");
+  return make_map_typed(base, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, outer, heads,
+                        rows, dim, stride_row, stride_head, stride_outer, box_rows);
 }
 
 // A [batch, heads, seq, dim] contiguous tensor of 16-bit elements, read in boxes of 64 × box_rows.
