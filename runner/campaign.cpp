@@ -69,9 +69,12 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
     if (allowed) s.layouts.push_back(l);
   }
   if (s.layouts.empty() && sel.required.empty()) s.layouts = {Layout::bhsd};
+  // fp8 is a dtype, not a change of the problem's shape: grown campaigns keep it (its descales are
+  // drawn for the grown batch), so a kernel of fp8 alone has load and big campaigns too.
+  const bool fp8 = declares_variant(caps, VariantName::fp8) && sel.allows(VariantName::fp8);
   std::vector<DType> dtypes;
   for (DType d : s.dtypes)
-    if (is_fp8(d) ? on(VariantName::fp8) : !sel.required.count(VariantName::fp8)) dtypes.push_back(d);
+    if (is_fp8(d) ? fp8 : !sel.required.count(VariantName::fp8)) dtypes.push_back(d);
   s.dtypes = dtypes;
   s.out_dtypes = caps.out_dtypes;
   s.descales = caps.descales;
