@@ -11,7 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from .sources import apply_mutant
+from .sources import apply_mutant, is_test_file
 from .store import write_json
 
 
@@ -72,7 +72,7 @@ def plan_build_tus(root, base, kernel_dir):
     seen = set()
     for e in entries:
         src = os.path.realpath(os.path.join(e["directory"], e["file"]))
-        if src.startswith(kd):
+        if src.startswith(kd) and not is_test_file(src):
             args = tu_args(e)
             # A base configured with -DFLASHCHECK_PERTURB=ON compiles the kernel twice: the normal
             # objects are the kernel's (--perturb adds the define to them itself).

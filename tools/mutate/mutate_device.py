@@ -56,6 +56,9 @@ EDGE_SHAPES = [
     "b=3 hq=12 hkv=4 sq=1025 skv=2049 dqk=256 dv=256 causal=top_left",
 ]
 DTYPES = ("bf16", "f16")
+# --sanitize (standard checks): >= 3 KV tiles of 128 per block (the ring wraps), tails in both
+# lengths, GQA, bottom-right rows that see a partial tile.
+SANITIZE_SHAPE = "b=1 hq=2 hkv=1 sq=200 skv=700 dqk=128 dv=128 causal=bottom_right"
 
 # The variant set's fixed problems (problem model 2, `--checks variants`): window bounds on the
 # declared KV tiles (wgmma_f16: BN 128 causal and 176 non-causal at D = 128, 128 at D = 64, 80 at
@@ -183,13 +186,24 @@ def checks_for(args):
         shapes = VARIANT_EDGE_SHAPES
     else:
         out = [("campaign", run + " --cases %d" % args.cases, False)]
+    dtypes = args.dtypes.split(",") if args.dtypes else DTYPES
     for i, s in enumerate(shapes):
         out.append(("edge%d" % i, one + " --problem %s --dist normal --input-seed %d"
-                    % (shlex.quote("%s dtype=%s" % (s, DTYPES[i % 2])), args.seed), True))
+                    % (shlex.quote("%s dtype=%s" % (s, dtypes[i % len(dtypes)])), args.seed), True))
     if args.checks == "variants":
         out.append(("plain", vrun + " --variants none --seed %d --cases %d" % (args.seed + 3, part), False))
     else:
         out.append(("load", run + " --load --cases %d" % args.load_cases, False))
+        if args.sanitize and shutil.which("compute-sanitizer"):
+            # What the values survive: a read past a tensor or a ring slot refilled while a GEMM
+            # still reads it. memcheck on unfenced buffers (FLASHCHECK_GUARD_BYTES=0: the canary
+            # would absorb a read past the end), racecheck on a problem whose ring wraps; the
+            # worker is followed, with a per-case timeout for the sanitizers' slowness.
+            slow = "{fc} run --plugin {bin} --kernel {kernel} --timeout %d" % max(120, args.case_timeout)
+            sanitize = "FLASHCHECK_GUARD_BYTES=0 compute-sanitizer --tool %s --error-exitcode 1 --target-processes all "
+            for tool in ("memcheck", "racecheck"):
+                out.append((tool, sanitize % tool + slow + " --problem %s --dist normal --input-seed %d"
+                            % (shlex.quote(SANITIZE_SHAPE + " dtype=" + dtypes[0]), args.seed), True))
     return out
 
 
@@ -585,6 +599,10 @@ def main(argv=None):
                          "problems, a plain campaign), for modules exporting ABI 2; backward: run --backward "
                          "campaigns (--seed, then --seed + 1, --cases each) and BACKWARD_EDGE_SHAPES, for modules "
                          "built with --plugin-backward")
+    sp.add_argument("--dtypes", help="standard, variants: the dtypes the fixed problems take in turn (default bf16,f16; "
+                                     "e4m3 for an fp8 kernel)")
+    sp.add_argument("--sanitize", action="store_true",
+                    help="standard: also memcheck (unfenced buffers) and racecheck on one fixed problem")
     sp.add_argument("--backward-max-seq", type=int, default=384, help="backward: the campaigns' --max-seq")
     sp.add_argument("--backward-max-work", type=float, default=3e7, help="backward: the campaigns' --max-work")
     sp.add_argument("--max-seq", type=int, default=600, help="variants: the campaigns' --max-seq")

@@ -27,6 +27,10 @@ class Mutant:
     diff: str = ""
 
 
+def is_test_file(name):
+    return os.path.splitext(os.path.basename(name))[0].endswith("_test")
+
+
 def source_files(root, kernel_dir, also):
     files = []
     kd = os.path.join(root, kernel_dir)
@@ -34,7 +38,8 @@ def source_files(root, kernel_dir, also):
         raise SystemExit("mutate: kernel folder %s does not exist under %s" % (kernel_dir, root))
     for dirpath, _, names in os.walk(kd):
         for n in sorted(names):
-            if n.endswith(SOURCE_EXTS):
+            # Tests beside the code (vt_layout_test.cpp) are not the kernel: never mutated or built into it.
+            if n.endswith(SOURCE_EXTS) and not is_test_file(n):
                 files.append(os.path.relpath(os.path.join(dirpath, n), root))
     for a in also or []:
         if not os.path.isfile(os.path.join(root, a)):
