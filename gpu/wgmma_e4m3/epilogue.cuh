@@ -1,7 +1,6 @@
 // wgmma_e4m3's epilogue for one consumer warpgroup: O normalised and multiplied by V's descale,
-// rounded to the 16-bit output type, staged in the warpgroup's rows of the O area (the 128-byte
-// swizzle keeps the quad's and the warp's writes in distinct bank groups), stored in whole 16-byte
-// chunks; LSE with the max offset taken back out.
+// rounded to the 16-bit output type, staged in the warpgroup's rows of the O area and stored in
+// whole 16-byte chunks (staged_store.cuh); LSE with the max offset taken back out.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -13,6 +12,7 @@
 #include "gpu/wgmma_f16/barrier.cuh"
 #include "gpu/wgmma_f16/place.cuh"
 #include "gpu/wgmma_f16/softmax.cuh"
+#include "gpu/wgmma_f16/staged_store.cuh"
 
 namespace flashcheck::kernels {
 
@@ -32,24 +32,14 @@ __device__ __forceinline__ void e4m3_epilogue(const E4m3Smem<T>& sm, const FwdPa
     const int r = 16 * warp + (lane >> 2) + 8 * hf;
 #pragma unroll
     for (int j = 0; j < Dv / 8; ++j) {
-      const uint32_t v = softmax::pack2<kOutBf16>(st.o[4 * j + 2 * hf] * mul, st.o[4 * j + 2 * hf + 1] * mul);
-      *reinterpret_cast<uint32_t*>(stage + (j / 8) * T::kOBlockBytes + r * 128 + (((j % 8) ^ (r & 7)) << 4) +
-                                   (lane & 3) * 4) = v;
+      *staged_pair<T::kOBlockBytes>(stage, r, j, lane) =
+          softmax::pack2<kOutBf16>(st.o[4 * j + 2 * hf] * mul, st.o[4 * j + 2 * hf + 1] * mul);
     }
     const int row = row_wg + r;
     if (out.lse && (lane & 3) == 0 && row < c.sq) out.lse[static_cast<size_t>(row) * out.ld_lse] = end.lse;
   }
-  sync::named_sync(kE4m3BarEpilogue + cw, 128);
-  constexpr int kChunks = Dv / 8;
-  static_assert(64 * kChunks % 128 == 0, "whole passes of the warpgroup");
-#pragma unroll
-  for (int k = 0; k < 64 * kChunks / 128; ++k) {
-    const int i = tid_wg + 128 * k, r = i / kChunks, ch = i % kChunks;
-    const int row = row_wg + r;
-    if (row < c.sq)
-      *reinterpret_cast<uint4*>(out.o + static_cast<size_t>(row) * out.ld_o + ch * 8) = *reinterpret_cast<const uint4*>(
-          stage + (ch / 8) * T::kOBlockBytes + r * 128 + (((ch % 8) ^ (r & 7)) << 4));
-  }
+  sync::named_sync(kBarEpilogue + cw, 128);
+  store_staged_rows<Dv, T::kOBlockBytes>(stage, out, row_wg, c.sq, tid_wg);
 }
 
 }  // namespace flashcheck::kernels

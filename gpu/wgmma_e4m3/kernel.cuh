@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   using Pol = E4m3Policy<T>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = sync::smem_addr(smem_raw);
-  const E4m3Smem<T> sm{smem_raw + ((1024 - (raw & 1023)) & 1023)};
+  const E4m3Smem<T> sm{{smem_raw + ((1024 - (raw & 1023)) & 1023)}};
   const FwdParams& p = ep.base;
 
   CtaPlace c;

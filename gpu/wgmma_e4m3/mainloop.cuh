@@ -14,6 +14,7 @@
 #include "gpu/wgmma_e4m3/vt_layout.h"
 #include "gpu/wgmma_e4m3/wgmma_e4m3.cuh"
 #include "gpu/wgmma_f16/barrier.cuh"
+#include "gpu/wgmma_f16/overlap.cuh"
 #include "gpu/wgmma_f16/place.cuh"
 #include "gpu/wgmma_f16/scores.cuh"
 #include "gpu/wgmma_f16/softmax.cuh"
@@ -25,8 +26,6 @@ namespace flashcheck::kernels {
 // P = 2^kPLog2 · exp(s − m) spans [0, 256]: e4m3's subnormals start at 2^-9, so unscaled
 // probabilities below 2^-10 would all be 0 (the replica's default for fp8, reference/replica.h).
 constexpr int kE4m3PLog2 = 8;
-// Named barriers: 1 + w = "consumer warpgroup w may issue its GEMMs"; 4 + w = its epilogue.
-constexpr uint32_t kE4m3BarTurn = 1, kE4m3BarEpilogue = 4;
 
 // Lane 0 of the producer warpgroup: Q once, then K and Vᵀ of tiles kv_begin .. kv_begin + n − 1.
 // Rows past the sequence (Q, K) and keys past Skv16 (Vᵀ) are zero-filled by TMA; Vᵀ's keys in
@@ -128,9 +127,9 @@ __device__ __forceinline__ void e4m3_consume(const E4m3Smem<T>& sm, const FwdPar
   const uint64_t desc_q = wgmma::make_kmajor_desc(sync::smem_addr(sm.q()) + cw * 64 * T::kRowBytes, T::kRowBytes);
   const uint64_t desc_k0 = wgmma::make_kmajor_desc(sync::smem_addr(sm.k(0)), T::kRowBytes);
   const uint64_t desc_v0 = wgmma::make_kmajor_desc(sync::smem_addr(sm.v(0)), 128);
+
   auto desc_k = [&](int stage) { return wgmma::desc_add(desc_k0, stage * static_cast<uint32_t>(T::kKBytes)); };
   auto desc_v = [&](int stage) { return wgmma::desc_add(desc_v0, stage * static_cast<uint32_t>(T::kVtBytes)); };
-
   float s[T::kSRegs];
   uint32_t pf[T::kPRegs];
   float corr[2];
@@ -138,65 +137,29 @@ __device__ __forceinline__ void e4m3_consume(const E4m3Smem<T>& sm, const FwdPar
     scores.apply(s, (kv_begin + t) * BN, lane);
     softmax::online<T::kSRegs, kE4m3PLog2>(s, st.m, st.l, corr, sl2);
   };
-  auto turn_wait = [&] {
-    if constexpr (kTurns) sync::named_sync(kE4m3BarTurn + cw, 256);
-  };
-  auto turn_pass = [&](bool last) {
-    if constexpr (kTurns)
-      if (!(last && cw == W - 1)) sync::named_arrive(kE4m3BarTurn + (cw + 1) % W, 256);
-  };
 
-  if constexpr (kTurns)
-    if (cw == W - 1) sync::named_arrive(kE4m3BarTurn + 0, 256);
-  int stage = 0;
-  uint32_t phase = 0;
-  turn_wait();
-  sync::mbar_wait(sm.k_full(0), 0);
-  wgmma::fence();
-  e4m3_gemm_qk<T>(s, desc_q, desc_k(0));
-  wgmma::commit();
-  turn_pass(false);
-  wgmma::wait<0>();
-  wgmma::fence_operands(s);
-  sync::mbar_arrive(sm.k_empty(0));
-  softmax_tile(0);
-  e4m3_to_p(s, pf);
-
-  for (int t = 1; t < n_tiles; ++t) {
-    const int prev = stage;
-    const uint32_t prev_phase = phase;
-    if (++stage == T::kStages) stage = 0, phase ^= 1;
-    turn_wait();
-    sync::mbar_wait(sm.k_full(stage), phase);
-    wgmma::fence();
-    e4m3_gemm_qk<T>(s, desc_q, desc_k(stage));
-    wgmma::commit();
-    sync::mbar_wait(sm.v_full(prev), prev_phase);
-    e4m3_gemm_pv<T>(st.o, pf, desc_v(prev));
-    wgmma::commit();
-    turn_pass(false);
-    wgmma::wait<1>();
-    wgmma::fence_operands(s);
-    sync::mbar_arrive(sm.k_empty(stage));
-    softmax_tile(t);
-    wgmma::wait<0>();
-    wgmma::fence_operands(st.o);
-    wgmma::fence_operands(pf);
-    sync::mbar_arrive(sm.v_empty(prev));
-    softmax::rescale(st.o, corr);
-    e4m3_to_p(s, pf);
-  }
-
-  turn_wait();
-  sync::mbar_wait(sm.v_full(stage), phase);
-  wgmma::fence();
-  e4m3_gemm_pv<T>(st.o, pf, desc_v(stage));
-  wgmma::commit();
-  turn_pass(true);
-  wgmma::wait<0>();
-  wgmma::fence_operands(st.o);
-  wgmma::fence_operands(pf);
-  sync::mbar_arrive(sm.v_empty(stage));
+  // wgmma_f16's overlapped schedule (overlap.cuh) with this kernel's operands as the step.
+  struct Step {
+    const decltype(softmax_tile)& softmax_of;
+    uint64_t desc_q;
+    const decltype(desc_k)& k_desc;
+    const decltype(desc_v)& v_desc;
+    float (&s)[T::kSRegs];
+    uint32_t (&pf)[T::kPRegs];
+    float (&o)[T::kORegs];
+    float (&corr)[2];
+    __device__ __forceinline__ void qk(int stage) { e4m3_gemm_qk<T>(s, desc_q, k_desc(stage)); }
+    __device__ __forceinline__ void pv(int stage) { e4m3_gemm_pv<T>(o, pf, v_desc(stage)); }
+    __device__ __forceinline__ void s_ready() { wgmma::fence_operands(s); }
+    __device__ __forceinline__ void o_ready() {
+      wgmma::fence_operands(o);
+      wgmma::fence_operands(pf);
+    }
+    __device__ __forceinline__ void softmax_tile(int t) { softmax_of(t); }
+    __device__ __forceinline__ void rescale() { softmax::rescale(o, corr); }
+    __device__ __forceinline__ void to_p() { e4m3_to_p(s, pf); }
+  } step{softmax_tile, desc_q, desc_k, desc_v, s, pf, st.o, corr};
+  overlapped_tiles<T::kStages, W, kTurns>(sm, cw, n_tiles, step);
 }
 
 }  // namespace flashcheck::kernels

@@ -36,6 +36,7 @@ struct WgmmaE4m3Traits {
   static constexpr size_t kQBytes = kQBlocks * kQBlockBytes;
   static constexpr size_t kKBytes = kQBlocks * kKBlockBytes;
   static constexpr size_t kVtBytes = size_t(D) * 128;  // Dv rows of kBlockN = 128 keys
+  static constexpr size_t kVBytes = kVtBytes;           // a V slot of the ring (gpu/wgmma_f16/smem.cuh)
   static constexpr int kOBlocks = D / 64;               // 16-bit output: 64 columns per 128-byte row
   static constexpr size_t kOBlockBytes = size_t(kBlockM) * 128;
   static constexpr size_t kOffQ = 0;
@@ -43,8 +44,8 @@ struct WgmmaE4m3Traits {
   static constexpr size_t kOffV = kOffK + kStages * kKBytes;
   static constexpr size_t kOffO = kOffV + kStages * kVtBytes;
   static constexpr size_t kOffBar = kOffO + kOBlocks * kOBlockBytes;
-  static constexpr int kBarriers = 1 + 4 * kStages;
-  static_assert(kConsumerWGs == 2 || kConsumerWGs == 3, "register budgets for 2 or 3 consumer warpgroups");  // Q full; K full/empty, Vᵀ full/empty per stage
+  // Q full; K full/empty, Vᵀ full/empty per stage; wgmma_f16's tail barrier (unused here).
+  static constexpr int kBarriers = 2 + 4 * kStages;
   static constexpr size_t kSmemBytes = kOffBar + kBarriers * 8 + 1024;  // + 1024: alignment of the base
 
   // S (fp32, kBlockN/2), P (e4m3, 4 per register: kBlockN/8), O (fp32, Dv/2) per consumer thread.
@@ -54,6 +55,7 @@ struct WgmmaE4m3Traits {
   static_assert(kBlockN == 128, "a Vᵀ tile row is one 128-byte swizzle row: 128 keys");
   static_assert(kQBlockBytes % 1024 == 0 && kKBlockBytes % 1024 == 0 && kVtBytes % 1024 == 0,
                 "swizzle pattern anchored at 1024 bytes");
+  static_assert(kConsumerWGs == 2 || kConsumerWGs == 3, "register budgets for 2 or 3 consumer warpgroups");
   static_assert(kSRegs + kPRegs + kORegs <= kConsumerRegs - 32, "S, P and O must leave room for the rest");
   static_assert(128 * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= 65536, "register file");
   static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's 227 KB of shared memory per block");

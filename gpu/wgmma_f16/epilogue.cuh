@@ -11,14 +11,14 @@
 #include "gpu/wgmma_f16/mainloop.cuh"
 #include "gpu/wgmma_f16/smem.cuh"
 #include "gpu/wgmma_f16/softmax.cuh"
+#include "gpu/wgmma_f16/staged_store.cuh"
 
 namespace flashcheck::kernels {
 
-// The staging area is this warpgroup's own 64 rows of the Q tile (64·cw .. 64·cw + 63 of each
-// column block): only this warpgroup's S GEMMs read them, and all of those have completed. It keeps
-// Q's 128-byte swizzle (chunk c of row r at c ^ (r % 8)), so the quad of lanes writing one row
-// and the 8 rows of a warp's store land in 8 different bank groups. Rows past the sequence's
-// queries are not stored; a sink joins each row's denominator here (gpu/common/row_end.cuh).
+// The staging area (staged_store.cuh) is this warpgroup's own 64 rows of the Q tile (64·cw ..
+// 64·cw + 63 of each column block): only this warpgroup's S GEMMs read them, and all of those have
+// completed; it keeps Q's 128-byte swizzle. Rows past the sequence's queries are not stored; a sink
+// joins each row's denominator here (gpu/common/row_end.cuh).
 template <class T, bool kBf16, class Pol>
 __device__ __forceinline__ void wgmma_epilogue(const WgmmaSmem<T>& sm, const typename Pol::Params& p, const CtaPlace& c,
                                                const RowState<T>& st, float sl2, int cw, int warp, int lane, int tid_wg) {
@@ -39,24 +39,14 @@ __device__ __forceinline__ void wgmma_epilogue(const WgmmaSmem<T>& sm, const typ
     const int r = 16 * warp + (lane >> 2) + 8 * hf;  // row within the warpgroup
 #pragma unroll
     for (int j = 0; j < Dv / 8; ++j) {  // columns 8j + 2·(lane % 4) + {0,1}: chunk j % 8 of block j / 8
-      const uint32_t v = softmax::pack2<kBf16>(st.o[4 * j + 2 * hf] * end.inv, st.o[4 * j + 2 * hf + 1] * end.inv);
-      *reinterpret_cast<uint32_t*>(stage + (j / 8) * T::kQBlockBytes + r * 128 + (((j % 8) ^ (r & 7)) << 4) +
-                                   (lane & 3) * 4) = v;
+      *staged_pair<T::kQBlockBytes>(stage, r, j, lane) =
+          softmax::pack2<kBf16>(st.o[4 * j + 2 * hf] * end.inv, st.o[4 * j + 2 * hf + 1] * end.inv);
     }
     const int row = row_wg + r;
     if (out.lse && (lane & 3) == 0 && row < c.sq) out.lse[static_cast<size_t>(row) * out.ld_lse] = end.lse;
   }
   sync::named_sync(kBarEpilogue + cw, 128);
-  constexpr int kChunks = Dv / 8;  // 16-byte chunks per output row
-  static_assert(64 * kChunks % 128 == 0, "whole passes of the warpgroup");
-#pragma unroll
-  for (int k = 0; k < 64 * kChunks / 128; ++k) {
-    const int i = tid_wg + 128 * k, r = i / kChunks, ch = i % kChunks;
-    const int row = row_wg + r;
-    if (row < c.sq)
-      *reinterpret_cast<uint4*>(out.o + static_cast<size_t>(row) * out.ld_o + ch * 8) = *reinterpret_cast<const uint4*>(
-          stage + (ch / 8) * T::kQBlockBytes + r * 128 + (((ch % 8) ^ (r & 7)) << 4));
-  }
+  store_staged_rows<Dv, T::kQBlockBytes>(stage, out, row_wg, c.sq, tid_wg);
 }
 
 }  // namespace flashcheck::kernels

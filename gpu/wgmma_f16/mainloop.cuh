@@ -6,6 +6,7 @@
 
 #include "gpu/common/params.h"
 #include "gpu/wgmma_f16/barrier.cuh"
+#include "gpu/wgmma_f16/overlap.cuh"
 #include "gpu/wgmma_f16/place.cuh"
 #include "gpu/wgmma_f16/scores.cuh"
 #include "gpu/wgmma_f16/smem.cuh"
@@ -17,10 +18,6 @@
 #endif
 
 namespace flashcheck::kernels {
-
-// Named barriers (0 is __syncthreads): 1 + w = "consumer warpgroup w may issue its GEMMs";
-// 4 + w = warpgroup w's epilogue (w < 3).
-constexpr uint32_t kBarTurn = 1, kBarEpilogue = 4;
 
 // ---- producer ----------------------------------------------------------------------------------
 
@@ -181,22 +178,6 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const type
     softmax::online(s, st.m, st.l, corr, sl2);
   };
 
-  // Ping-pong turns: warpgroup w waits on barrier 1 + w until warpgroup w − 1 (mod W) has issued
-  // its GEMMs (128 syncing + 128 arriving threads), and hands over to w + 1 after issuing its own.
-  // Each issues n_tiles + 1 times; the last warpgroup opens with one extra hand-over so that 0 goes
-  // first, and skips its final one (nobody waits for it), so every barrier phase completes.
-  auto turn_wait = [&] {
-#ifdef FLASHCHECK_PERTURB
-    perturb::delay_warp(perturb::kSiteTurn, 3000);
-#endif
-    if constexpr (kTurns) sync::named_sync(kBarTurn + cw, 256);
-  };
-  auto turn_pass = [&](bool last) {
-    if constexpr (kTurns)
-      if (!(last && cw == W - 1)) sync::named_arrive(kBarTurn + (cw + 1) % W, 256);
-  };
-
-
   if constexpr (!kOverlapped) {
     int stage = 0;
     uint32_t phase = 0;
@@ -222,61 +203,29 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const type
       if (++stage == T::kStages) stage = 0, phase ^= 1;
     }
   } else {
-    if constexpr (kTurns)
-      if (cw == W - 1) sync::named_arrive(kBarTurn + 0, 256);
-    // Prologue: S_0 alone.
-    int stage = 0;
-    uint32_t phase = 0;
-    turn_wait();
-    sync::mbar_wait(sm.k_full(0), 0);
-    wgmma::fence();
-    gemm_qk<T, kBf16>(s, desc_q, desc_k(0));
-    wgmma::commit();
-    turn_pass(false);
-    wgmma::wait<0>();
-    wgmma::fence_operands(s);
-    sync::mbar_arrive(sm.k_empty(0));
-    softmax_tile(0);  // O is still 0: its correction is not needed
-    softmax::to_a_fragments<kBf16>(s, pf);
-
-    // Steady state: S_t and P_{t-1}·V_{t-1} in flight together; the softmax of S_t overlaps the
-    // P·V GEMM, and O is rescaled by tile t's correction only once that GEMM has finished.
-    for (int t = 1; t < n_tiles; ++t) {
-      const int prev = stage;
-      const uint32_t prev_phase = phase;
-      if (++stage == T::kStages) stage = 0, phase ^= 1;
-      turn_wait();
-      sync::mbar_wait(sm.k_full(stage), phase);
-      wgmma::fence();
-      gemm_qk<T, kBf16>(s, desc_q, desc_k(stage));
-      wgmma::commit();
-      sync::mbar_wait(sm.v_full(prev), prev_phase);
-      gemm_pv<T, kBf16>(st.o, pf, desc_v(prev));
-      wgmma::commit();
-      turn_pass(false);
-      wgmma::wait<1>();  // S_t done, P_{t-1}·V_{t-1} may still run
-      wgmma::fence_operands(s);
-      sync::mbar_arrive(sm.k_empty(stage));
-      softmax_tile(t);
-      wgmma::wait<0>();
-      wgmma::fence_operands(st.o);
-      wgmma::fence_operands(pf);
-      sync::mbar_arrive(sm.v_empty(prev));
-      softmax::rescale(st.o, corr);
-      softmax::to_a_fragments<kBf16>(s, pf);
-    }
-
-    // Epilogue of the loop: the last tile's P·V.
-    turn_wait();
-    sync::mbar_wait(sm.v_full(stage), phase);
-    wgmma::fence();
-    gemm_pv<T, kBf16>(st.o, pf, desc_v(stage));
-    wgmma::commit();
-    turn_pass(true);
-    wgmma::wait<0>();
-    wgmma::fence_operands(st.o);
-    wgmma::fence_operands(pf);
-    sync::mbar_arrive(sm.v_empty(stage));
+    // The overlapped schedules (overlap.cuh), this kernel's GEMMs and softmax as the step. (A
+    // template step shared with wgmma_e4m3 changed this kernel's SASS; this one leaves it as it was.)
+    struct Step {
+      const decltype(softmax_tile)& softmax_of;
+      uint64_t desc_q;
+      const decltype(desc_k)& k_desc;
+      const decltype(desc_v)& v_desc;
+      float (&s)[T::kSRegs];
+      uint32_t (&pf)[T::kPRegs];
+      float (&o)[T::kORegs];
+      float (&corr)[2];
+      __device__ __forceinline__ void qk(int stage) { gemm_qk<T, kBf16>(s, desc_q, k_desc(stage)); }
+      __device__ __forceinline__ void pv(int stage) { gemm_pv<T, kBf16>(o, pf, v_desc(stage)); }
+      __device__ __forceinline__ void s_ready() { wgmma::fence_operands(s); }
+      __device__ __forceinline__ void o_ready() {
+        wgmma::fence_operands(o);
+        wgmma::fence_operands(pf);
+      }
+      __device__ __forceinline__ void softmax_tile(int t) { softmax_of(t); }
+      __device__ __forceinline__ void rescale() { softmax::rescale(o, corr); }
+      __device__ __forceinline__ void to_p() { softmax::to_a_fragments<kBf16>(s, pf); }
+    } step{softmax_tile, desc_q, desc_k, desc_v, s, pf, st.o, corr};
+    overlapped_tiles<T::kStages, W, kTurns>(sm, cw, n_tiles, step);
   }
 }
 
