@@ -41,7 +41,8 @@ ProblemSpace space_for(const Capabilities& caps, const CampaignOptions& opt) {
   // narrowed to those every case must have (--require) where the space can say so; the rest of
   // --require is met by redrawing (campaign_case).
   // Load and big campaigns grow each drawn case (load_case, big_case) in ways defined for dense
-  // problems (residues of Sq, Skv and Skv − Sq; bytes per batch entry): they draw plain problems.
+  // problems (residues of Sq, Skv and Skv − Sq; bytes per batch entry): they draw no variant but
+  // fp8 (a dtype, below).
   const bool grown = opt.load || opt.big;
   const VariantSelection& sel = opt.variants;
   auto on = [&](VariantName n) { return !grown && declares_variant(caps, n) && sel.allows(n); };

@@ -556,7 +556,8 @@ Report verify_output(const Problem& p, const Expected& ref, const KernelResult& 
                                " unwritten";
     add("lse", measured ? Role::judged : Role::not_computed, Bound::at_most, worst_err, worst_limit,
         bad == 0 && unwritten == 0 && bad_empty == 0,
-        measured ? "|lse-oracle| (natural log) of the row nearest its own limit atol + rtol*(|lse| + max|score|); " + counts
+        measured ? std::string("|lse-oracle| (natural log) of the row nearest its own limit atol + rtol*(|lse| + max|score|)") +
+                       (ref.score_error > 0 ? " + the fp8 tensor cores' accumulation error of the scores" : "") + "; " + counts
                  : "not computed: no row with a finite LSE to compare; " + counts);
   }
   // Which sequence failed: its own flagged elements, LSE rows past their limits, or an element past

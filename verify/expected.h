@@ -60,9 +60,11 @@ double score_rounding(int64_t head_dim_qk);
 // accumulate in full fp32: each k32 group's products (and the running sum) are aligned to the
 // group's largest exponent and kept to about 14 bits before joining the fp32 accumulator (DeepSeek-V3
 // technical report, §3.3.2, measured on H800), the bits below cut off. A correct H100 kernel
-// (wgmma_e4m3, PERF.md session 15) failed fp32's LSE limit by up to 0.08 (|LSE| ≈ 10, one key),
-// and over 1,500 campaign cases of every distribution its worst LSE error reached 0.74 of
-// 2^-10·ceil(Dqk/32)·score_bound: 1.5·2^-10 per k32 group, the measured worst with 2x headroom.
+// (wgmma_e4m3, PERF.md session 15) failed fp32's LSE limit by 2x (0.0082 against 0.0042 with one
+// key, |LSE| ≈ 10), and over 1,500 campaign cases of every distribution its worst LSE error
+// reached 0.74 of 2^-10·ceil(Dqk/32)·score_bound: 1.5·2^-10 per k32 group, the measured worst
+// with 2x headroom. Rows whose scores are large enough (score_bound past ~470 at Dqk = 256) then
+// cannot tell an LSE off by a few units from the hardware's own error; measured on e4m3 only.
 double fp8_score_accumulation(int64_t head_dim_qk);
 // Which oracle computes the fp64 truth and the same-dtype baseline: the CPU's, the GPU's
 // (reference/gpu_oracle.h), or the GPU's for problems of at least kGpuOracleWork when one is usable.

@@ -2,7 +2,10 @@
 // alignment and GQA, descale per tensor or per (batch, KV head); plain BHSD problems otherwise.
 // Its numerics are the replica's fp8 defaults (P·2^8 rounded to e4m3, reference/replica.h), and its
 // sm_90a code runs on compute capability 9.0 alone.
+#include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "gpu/common/make_params.h"
 #include "gpu/common/var_params_host.h"
@@ -27,6 +30,13 @@ void launch_problem(const Problem& p, const KernelArgs& a) {
   dense.dtype = DType::bf16;
   if (!dense.plain()) throw std::invalid_argument("wgmma_e4m3: no variants beyond causal masks, GQA and descale");
   if (!kernels::contiguous_bhsd(p, a)) throw std::invalid_argument("wgmma_e4m3: contiguous BHSD tensors only");
+  // Q and K are read by TMA, V by 16-byte loads of the transpose, O stored in 16-byte chunks.
+  for (const auto& [t, name] : {std::pair{a.q.data, "q"}, {a.k.data, "k"}, {a.v.data, "v"}, {a.o.data, "o"}})
+    if (reinterpret_cast<uintptr_t>(t) % 16 != 0)
+      throw std::invalid_argument(std::string("wgmma_e4m3: ") + name + " does not start 16-byte aligned");
+  // The grid is (q-tiles, Hq, B) and the transpose's (key blocks, Hkv, B): y and z stop at 65535.
+  if (p.heads_q > 65535 || p.batch > 65535)
+    throw std::invalid_argument("wgmma_e4m3: at most 65535 query heads and 65535 sequences per launch");
   kernels::E4m3Params ep{};
   ep.base = kernels::make_params(p, a.q.data, a.k.data, a.v.data, a.o.data, static_cast<float*>(a.lse.data));
   if (p.descale != Descale::none) {
