@@ -91,7 +91,6 @@ inline CUtensorMap make_map_typed(const void* base, CUtensorMapDataType type, in
 // The same for 16-bit elements, read in boxes of 64 × box_rows.
 inline CUtensorMap make_map_rows(const void* base, bool bf16, int64_t outer, int64_t heads, int64_t rows, int dim,
                                  int64_t stride_row, int64_t stride_head, int64_t stride_outer, int box_rows) {
-  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) throw std::invalid_argument("wgmma_f16: tensor not 16-byte aligned");
   return make_map_typed(base, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, outer, heads,
                         rows, dim, stride_row, stride_head, stride_outer, box_rows);
 }

@@ -59,6 +59,10 @@ DTYPES = ("bf16", "f16")
 # --sanitize (standard checks): >= 3 KV tiles of 128 per block (the ring wraps), tails in both
 # lengths, GQA, bottom-right rows that see a partial tile.
 SANITIZE_SHAPE = "b=1 hq=2 hkv=1 sq=200 skv=700 dqk=128 dv=128 causal=bottom_right"
+# A sanitizer (%s: memcheck, racecheck) over one check, on buffers without their canary fence
+# (FLASHCHECK_GUARD_BYTES=0: a read past a tensor's end would land in it, unseen), following the
+# worker process.
+SANITIZE = "FLASHCHECK_GUARD_BYTES=0 compute-sanitizer --tool %s --error-exitcode 1 --target-processes all "
 
 # The variant set's fixed problems (problem model 2, `--checks variants`): window bounds on the
 # declared KV tiles (wgmma_f16: BN 128 causal and 176 non-causal at D = 128, 128 at D = 64, 80 at
@@ -165,11 +169,10 @@ def checks_for(args):
             # process is followed (--target-processes all); their own per-case timeout, as the
             # sanitizers run the kernels many times slower.
             slow = "{fc} run --backward --plugin {bin} --kernel {kernel} --timeout %d" % max(120, args.case_timeout)
-            sanitize = "FLASHCHECK_GUARD_BYTES=0 compute-sanitizer --tool %s --error-exitcode 1 --target-processes all "
             for name, deterministic in (("bmemcheck", False), ("bmemcheck_det", True)):
-                out.append((name, sanitize % "memcheck" + slow + " --problem %s --dist normal --input-seed %d"
+                out.append((name, SANITIZE % "memcheck" + slow + " --problem %s --dist normal --input-seed %d"
                             % (shlex.quote(BACKWARD_MEMCHECK_SHAPE + " dtype=bf16"), backward_mode_seed(args.seed, deterministic)), True))
-            out.append(("bracecheck", sanitize % "racecheck" + slow + " --problem %s --dist normal --input-seed %d"
+            out.append(("bracecheck", SANITIZE % "racecheck" + slow + " --problem %s --dist normal --input-seed %d"
                         % (shlex.quote(BACKWARD_RACECHECK_SHAPE + " dtype=f16"), backward_mode_seed(args.seed, True)), True))
         return out
     if args.checks == "variants":
@@ -200,9 +203,8 @@ def checks_for(args):
             # would absorb a read past the end), racecheck on a problem whose ring wraps; the
             # worker is followed, with a per-case timeout for the sanitizers' slowness.
             slow = "{fc} run --plugin {bin} --kernel {kernel} --timeout %d" % max(120, args.case_timeout)
-            sanitize = "FLASHCHECK_GUARD_BYTES=0 compute-sanitizer --tool %s --error-exitcode 1 --target-processes all "
             for tool in ("memcheck", "racecheck"):
-                out.append((tool, sanitize % tool + slow + " --problem %s --dist normal --input-seed %d"
+                out.append((tool, SANITIZE % tool + slow + " --problem %s --dist normal --input-seed %d"
                             % (shlex.quote(SANITIZE_SHAPE + " dtype=" + dtypes[0]), args.seed), True))
     return out
 
