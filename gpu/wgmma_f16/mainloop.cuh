@@ -175,7 +175,7 @@ __device__ __forceinline__ void wgmma_consume(const WgmmaSmem<T>& sm, const type
     perturb::on_access(perturb::kResS);
 #endif
     scores.apply(s, (kv_begin + t) * BN, lane);
-    softmax::online(s, st.m, st.l, corr, sl2);
+    softmax::online<T::kSRegs, 0, T::kOneFfmaExp>(s, st.m, st.l, corr, sl2);
   };
 
   if constexpr (!kOverlapped) {

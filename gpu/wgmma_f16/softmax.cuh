@@ -40,7 +40,7 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 // factor that row's O accumulator must be multiplied by. sl2 = scale · log2(e). kPLog2 = k makes
 // p = 2^k · 2^((s − m)·sl2) (ℓ carries the same factor): fp8's "max offset", which spreads P over
 // e4m3's range [0, 2^k] instead of letting small probabilities underflow (wgmma_e4m3: k = 8).
-template <int kRegs, int kPLog2 = 0>
+template <int kRegs, int kPLog2 = 0, bool kOneFfma = false>
 __device__ __forceinline__ void online(float (&s)[kRegs], float (&m)[2], float (&l)[2], float (&corr)[2], float sl2) {
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -52,19 +52,38 @@ __device__ __forceinline__ void online(float (&s)[kRegs], float (&m)[2], float (
     // instead (every p is exp2(−inf) = 0 anyway, and corr = exp2(−inf) = 0 clears nothing).
     const float m_use = m_new == -INFINITY ? 0.0f : m_new;
     corr[hf] = exp2_ftz((m[hf] - m_use) * sl2);
-    // s − m is exact near the max (Sterbenz), so the max key's p is exactly 1; folding m·sl2 into
-    // one FFMA would leave its rounding uncancelled and overflow for |m·sl2| ≳ 2^31.
+    // kOneFfma (16-bit): one FFMA per score, p = 2^(s·sl2 − m·sl2), where the warp's rows have
+    // |m·sl2| < 2^7. Its price is m·sl2's rounding, a factor 2^δ (|δ| ≤ 2^-24·|m·sl2| < 2^-17)
+    // common to the row's p in the tile: O's ratio cancels it, tiles whose max differs disagree by
+    // < 2^-16 (far below an f16 ULP), and the LSE carries ≤ 6e-8 of the scaled max score (its limit
+    // allows 8e-6). Past 2^7 (large logits) δ grows with the scores until the max key's p overflows
+    // (inf/inf = NaN: 6 of 200 campaign cases with the FFMA form unguarded), so such a warp computes
+    // s − m first, exact near the max (Sterbenz: the max key's p is exactly 1); the vote keeps the
+    // choice warp-uniform. On an H100 (PERF.md, session 16) about 2% faster at Dqk ≥ 128 and 3%
+    // slower at 64, where wgmma_f16's tile table leaves it off; fp8 keeps s − m (no faster there).
+    const float neg_m = -m_use * sl2;
+    const bool one_ffma = kOneFfma && __all_sync(0xffffffffu, fabsf(neg_m) < 128.0f);
     float sum = 0.0f;
+    if (one_ffma) {
 #pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j)
+      for (int j = 0; j < kRegs / 4; ++j)
 #pragma unroll
-      for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
-        if constexpr (kPLog2 == 0)
-          s[4 * j + e] = exp2_ftz((s[4 * j + e] - m_use) * sl2);
-        else
-          s[4 * j + e] = exp2_ftz(fmaf(s[4 * j + e] - m_use, sl2, static_cast<float>(kPLog2)));
-        sum += s[4 * j + e];
-      }
+        for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+          s[4 * j + e] = exp2_ftz(fmaf(s[4 * j + e], sl2, neg_m));
+          sum += s[4 * j + e];
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kRegs / 4; ++j)
+#pragma unroll
+        for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+          if constexpr (kPLog2 == 0)
+            s[4 * j + e] = exp2_ftz((s[4 * j + e] - m_use) * sl2);
+          else
+            s[4 * j + e] = exp2_ftz(fmaf(s[4 * j + e] - m_use, sl2, static_cast<float>(kPLog2)));
+          sum += s[4 * j + e];
+        }
+    }
     l[hf] = l[hf] * corr[hf] + sum;  // lane-partial: reduced over the quad once, in the epilogue
     m[hf] = m_new;
   }
