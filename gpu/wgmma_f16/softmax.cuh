@@ -1,7 +1,8 @@
 // The online softmax on a wgmma accumulator tile (masking and score modifiers: scores.cuh) (layout in wgmma.cuh: each thread
 // holds 2 rows, half hf ∈ {0,1} in d[4j + 2hf + {0,1}], and a row is spread over the 4 lanes of a
 // quad). The numerics are mma_f16's, which flashcheck's campaigns pinned down:
-//  * exp2 with log2(e) folded into the scale, and p = 2^((s − m)·c), not the one-FFMA 2^(s·c − m·c);
+//  * exp2 with log2(e) folded into the scale, and p = 2^((s − m)·c); the one-FFMA 2^(s·c − m·c) only
+//    where the row maxima make it exact enough (online's kOneFfma);
 //  * ℓ summed from the unrounded fp32 p; P rounded to the input type only for P·V;
 //  * a row that has seen no visible key keeps m = −inf and ℓ = 0 (O = 0, LSE = −inf at the end).
 #pragma once
@@ -42,6 +43,7 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 // e4m3's range [0, 2^k] instead of letting small probabilities underflow (wgmma_e4m3: k = 8).
 template <int kRegs, int kPLog2 = 0, bool kOneFfma = false>
 __device__ __forceinline__ void online(float (&s)[kRegs], float (&m)[2], float (&l)[2], float (&corr)[2], float sl2) {
+  static_assert(!kOneFfma || kPLog2 == 0, "the one-FFMA exponent carries no fp8 max offset");
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     float mx = s[2 * hf];
@@ -55,12 +57,13 @@ __device__ __forceinline__ void online(float (&s)[kRegs], float (&m)[2], float (
     // kOneFfma (16-bit): one FFMA per score, p = 2^(s·sl2 − m·sl2), where the warp's rows have
     // |m·sl2| < 2^7. Its price is m·sl2's rounding, a factor 2^δ (|δ| ≤ 2^-24·|m·sl2| < 2^-17)
     // common to the row's p in the tile: O's ratio cancels it, tiles whose max differs disagree by
-    // < 2^-16 (far below an f16 ULP), and the LSE carries ≤ 6e-8 of the scaled max score (its limit
+    // < 2^-16 (far below an f16 ULP), and the LSE carries ≤ 1.2e-7 of the scaled max score (its limit
     // allows 8e-6). Past 2^7 (large logits) δ grows with the scores until the max key's p overflows
     // (inf/inf = NaN: 6 of 200 campaign cases with the FFMA form unguarded), so such a warp computes
     // s − m first, exact near the max (Sterbenz: the max key's p is exactly 1); the vote keeps the
     // choice warp-uniform. On an H100 (PERF.md, session 16) about 2% faster at Dqk ≥ 128 and 3%
-    // slower at 64, where wgmma_f16's tile table leaves it off; fp8 keeps s − m (no faster there).
+    // slower at 64, where wgmma_f16's tile table leaves it off; fp8 keeps s − m (no faster there,
+    // and this branch has no 2^kPLog2 factor).
     const float neg_m = -m_use * sl2;
     const bool one_ffma = kOneFfma && __all_sync(0xffffffffu, fabsf(neg_m) < 128.0f);
     float sum = 0.0f;

@@ -44,8 +44,9 @@ struct WgmmaF16Traits {
 
   static constexpr int kSRegs = kBlockN / 2, kPRegs = kBlockN / 4, kORegs = Dv / 2;
   // The softmax's exponent as one FFMA where the row maxima allow it (softmax.cuh, online): 1.4–2.6%
-  // faster at Dqk >= 128 on an H100, 3% slower at 64, whose three warpgroups of 160 registers take
-  // the second code path badly (PERF.md, session 16).
+  // faster on five of six Dqk >= 128 shapes on an H100 (the sixth within its rounds' spread), 3%
+  // slower at 64, whose three warpgroups of 160 registers take the second code path badly (PERF.md,
+  // session 16).
   static constexpr bool kOneFfmaExp = Dqk >= 128;
 
   static_assert((Dqk == 64 || Dqk == 128 || Dqk == 256) ? Dv == Dqk : (Dqk == 192 && Dv == 128),

@@ -24,7 +24,9 @@ Session 16 (PERF.md) ran its candidates this way.
 """
 import argparse
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -34,6 +36,14 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mutate.plugin import plan_plugin  # noqa: E402
 
 SUFFIX = ".ab"
+
+
+class Stop(Exception):
+    """SIGTERM or SIGHUP (a timeout, a closed terminal): unwinds like Ctrl-C, so the patch is reversed."""
+
+
+def stop(signum, _frame):
+    raise Stop("signal %d" % signum)
 
 
 def git(*args, check=True):
@@ -68,7 +78,7 @@ def main():
     cands = []
     for c in a.candidates:
         name, sep, patch = c.partition("=")
-        if not sep or not name.replace("_", "").replace("-", "").isalnum() or name == "base":
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_-]+", name) or name == "base":
             raise SystemExit("ab_modules: '%s' is not NAME=PATCH (NAME letters, digits, '-', '_'; not 'base')" % c)
         patch = os.path.abspath(patch)
         if not os.path.isfile(patch):
@@ -80,19 +90,34 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     out = os.path.abspath(a.out)
     base = os.path.abspath(a.base)
-    rows = [("base", "-") + build("base", a.kernel_dir, base, out, a.arch, a.jobs)]
-    print("base: %.0f s, %d bytes" % rows[0][2:], flush=True)
-    for name, patch in cands:
-        git("apply", patch)
-        try:
-            secs, size = build(name, a.kernel_dir, base, out, a.arch, a.jobs)
-        finally:
-            git("apply", "-R", patch)
-        rows.append((name, patch, secs, size))
-        print("%s: %.0f s, %d bytes" % (name, secs, size), flush=True)
-    with open(os.path.join(out, "manifest.txt"), "w") as f:
-        for name, patch, secs, size in rows:
-            f.write("%s\t%s\t%.0f\t%d\n" % (name, patch, secs, size))
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    rows = []
+    try:
+        rows.append(("base", "-") + build("base", a.kernel_dir, base, out, a.arch, a.jobs))
+        print("base: %.0f s, %d bytes" % rows[0][2:], flush=True)
+        for name, patch in cands:
+            applied = False
+            try:
+                git("apply", patch)
+                applied = True
+                secs, size = build(name, a.kernel_dir, base, out, a.arch, a.jobs)
+            finally:
+                # Reversed whatever ended the build (an error, Ctrl-C, SIGTERM); further signals wait.
+                if applied:
+                    old = [signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
+                    r = git("apply", "-R", patch, check=False)
+                    for sig, h in zip((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), old):
+                        signal.signal(sig, h)
+                    if r.returncode != 0:
+                        sys.stderr.write("ab_modules: could not reverse %s; the tree still holds it: %s\n" %
+                                         (patch, (r.stderr or r.stdout).strip()))
+            rows.append((name, patch, secs, size))
+            print("%s: %.0f s, %d bytes" % (name, secs, size), flush=True)
+    finally:
+        with open(os.path.join(out, "manifest.txt"), "w") as f:  # what was built, also when a build failed
+            for name, patch, secs, size in rows:
+                f.write("%s\t%s\t%.0f\t%d\n" % (name, patch, secs, size))
     print("modules in %s; on the device: flashcheck bench --plugin %s/NAME.so --kernel %s%s ..." %
           (out, out, os.path.basename(os.path.normpath(a.kernel_dir)), SUFFIX))
 
