@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 
+# The source tree the build's compile commands name (tests point it, and plan_plugin, elsewhere).
 ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mutate.plugin import plan_plugin  # noqa: E402
@@ -66,7 +67,7 @@ def build(name, kernel_dir, base, out, arch, jobs):
     return time.time() - t0, os.path.getsize(dest)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description="build a kernel folder's candidates (patches) as plugin modules")
     ap.add_argument("--kernel-dir", required=True, help="kernel folder relative to the source root, e.g. gpu/wgmma_f16")
     ap.add_argument("--base", required=True, help="pre-built CMake build dir with compile commands and CUDA")
@@ -74,7 +75,7 @@ def main():
     ap.add_argument("--arch", default="90a", help="the one GPU architecture the modules are built for")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("candidates", nargs="*", metavar="NAME=PATCH")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     cands = []
     for c in a.candidates:
         name, sep, patch = c.partition("=")
@@ -90,8 +91,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     out = os.path.abspath(a.out)
     base = os.path.abspath(a.base)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGHUP, stop)
+    handlers = [(sig, signal.signal(sig, stop)) for sig in (signal.SIGTERM, signal.SIGHUP)]
     rows = []
     try:
         rows.append(("base", "-") + build("base", a.kernel_dir, base, out, a.arch, a.jobs))
@@ -115,6 +115,8 @@ def main():
             rows.append((name, patch, secs, size))
             print("%s: %.0f s, %d bytes" % (name, secs, size), flush=True)
     finally:
+        for sig, h in handlers:
+            signal.signal(sig, h)
         with open(os.path.join(out, "manifest.txt"), "w") as f:  # what was built, also when a build failed
             for name, patch, secs, size in rows:
                 f.write("%s\t%s\t%.0f\t%d\n" % (name, patch, secs, size))
