@@ -67,26 +67,22 @@ __device__ __forceinline__ void online(float (&s)[kRegs], float (&m)[2], float (
     const float neg_m = -m_use * sl2;
     const bool one_ffma = kOneFfma && __all_sync(0xffffffffu, fabsf(neg_m) < 128.0f);
     float sum = 0.0f;
-    if (one_ffma) {
+    // One loop over the row's scores; the exponent's argument is the only thing the forms change.
+    auto exponentiate = [&](auto argument) {
 #pragma unroll
       for (int j = 0; j < kRegs / 4; ++j)
 #pragma unroll
         for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
-          s[4 * j + e] = exp2_ftz(fmaf(s[4 * j + e], sl2, neg_m));
+          s[4 * j + e] = exp2_ftz(argument(s[4 * j + e]));
           sum += s[4 * j + e];
         }
-    } else {
-#pragma unroll
-      for (int j = 0; j < kRegs / 4; ++j)
-#pragma unroll
-        for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
-          if constexpr (kPLog2 == 0)
-            s[4 * j + e] = exp2_ftz((s[4 * j + e] - m_use) * sl2);
-          else
-            s[4 * j + e] = exp2_ftz(fmaf(s[4 * j + e] - m_use, sl2, static_cast<float>(kPLog2)));
-          sum += s[4 * j + e];
-        }
-    }
+    };
+    if (one_ffma)
+      exponentiate([&](float x) { return fmaf(x, sl2, neg_m); });
+    else if constexpr (kPLog2 == 0)
+      exponentiate([&](float x) { return (x - m_use) * sl2; });
+    else
+      exponentiate([&](float x) { return fmaf(x - m_use, sl2, static_cast<float>(kPLog2)); });
     l[hf] = l[hf] * corr[hf] + sum;  // lane-partial: reduced over the quad once, in the epilogue
     m[hf] = m_new;
   }
