@@ -1,5 +1,7 @@
 #include "reference/dtype.h"
 
+#include "reference/dtype_bits.h"
+
 #include <cmath>
 
 #include <bit>
@@ -30,58 +32,10 @@ DType parse_dtype(std::string_view s) {
 
 int dtype_bytes(DType d) { return d == DType::f32 ? 4 : is_fp8(d) ? 1 : 2; }
 
-uint16_t f32_to_bf16_bits(float x) {
-  uint32_t u = std::bit_cast<uint32_t>(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    // NaN: keep sign and the top payload bits, force the quiet bit so truncation cannot make Inf.
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  }
-  // Round to nearest even on the 16 dropped bits: add 0x7fff plus the lowest kept bit. A carry
-  // out of the mantissa correctly bumps the exponent, and past the largest finite gives Inf.
-  uint32_t lsb = (u >> 16) & 1u;
-  u += 0x7fffu + lsb;
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float bf16_bits_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
-uint16_t f32_to_f16_bits(float x) {
-  uint32_t u = std::bit_cast<uint32_t>(x);
-  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
-  if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  int32_t exp = static_cast<int32_t>(abs >> 23) - 127;  // unbiased fp32 exponent
-  uint32_t mant = abs & 0x7fffffu;
-  if (exp > 15) return static_cast<uint16_t>(sign | 0x7c00u);  // certainly overflows
-  if (exp >= -14) {
-    // Normal half: keep 10 of 23 mantissa bits, round the 13 dropped ones to nearest even.
-    uint32_t h = (static_cast<uint32_t>(exp + 15) << 10) | (mant >> 13);
-    uint32_t rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // carry may reach Inf: correct
-    return static_cast<uint16_t>(sign | h);
-  }
-  if (exp < -25) return sign;  // below half the smallest subnormal (2^-25): rounds to ±0
-  // Subnormal half: value = m * 2^-24 with m = full significand >> shift, rounded to even.
-  uint32_t full = mant | 0x800000u;                       // 24-bit significand, value full*2^(exp-23)
-  int shift = -exp - 1;                                   // 14..24 bits dropped
-  uint32_t h = full >> shift;
-  uint32_t rem = full & ((1u << shift) - 1u);
-  uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (h & 1u))) ++h;       // may round up into the smallest normal
-  return static_cast<uint16_t>(sign | h);
-}
-
-float f16_bits_to_f32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
-  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
-  // Subnormal or zero: m * 2^-24 is exact in fp32.
-  float v = static_cast<float>(mant) * 0x1p-24f;
-  return sign ? -v : v;
-}
+uint16_t f32_to_bf16_bits(float x) { return bits::f32_to_bf16_bits(x); }
+float bf16_bits_to_f32(uint16_t h) { return bits::bf16_bits_to_f32(h); }
+uint16_t f32_to_f16_bits(float x) { return bits::f32_to_f16_bits(x); }
+float f16_bits_to_f32(uint16_t h) { return bits::f16_bits_to_f32(h); }
 
 namespace {
 // The two OCP fp8 formats as (exponent bits, mantissa bits); bias = 2^(E-1) - 1.

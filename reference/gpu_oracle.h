@@ -57,6 +57,37 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<c
 // std::runtime_error when gpu_oracle_unavailable() says why.
 BackwardResult naive_attention_backward_gpu(const Problem& p, const Inputs& in, std::span<const float> d_out);
 
+// Device memory of the current device handed to a caller: a result left where it was computed, so
+// that what judges it can run beside it (verify/element_pass_device.h) instead of moving gigabytes
+// to the host. Freed with the object. upload/download are synchronous (the copy has landed when
+// they return); every call is checked and throws std::runtime_error naming it.
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(size_t bytes);  // zero-filled
+  ~DeviceArray();
+  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr, o.bytes_ = 0; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  void* data() const { return p_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* host, size_t bytes, size_t offset = 0);
+  void download(void* host, size_t bytes, size_t offset = 0) const;
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// naive_attention_gpu with the fp64 O left on the device ([rows.index(b, h, r, Hq)][Dv], rows no
+// tile writes 0 as there): `host` holds the rows and the LSE, its o is empty.
+struct ResidentOracle {
+  OracleResult host;
+  DeviceArray o;
+};
+ResidentOracle naive_attention_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows);
+
 // The same-dtype eager baseline (verify/baseline.h) over a RowSet: O [rows.index(b, h, r, Hq)][Dv].
 // Every operation runs in the CPU baseline's order with the same roundings (no fused multiply-add),
 // so results are bitwise equal except where the exp (and softcap's tanh) implementations, both
@@ -69,6 +100,8 @@ BackwardResult naive_attention_backward_gpu(const Problem& p, const Inputs& in, 
 // fp32); O rounded to the output dtype — verify/baseline.cpp's steps.
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const RowSet& rows);
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
+// dtype_baseline_gpu with its fp32 O left on the device, in the same layout.
+DeviceArray dtype_baseline_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows);
 
 // The FlashAttention-2 replicas (reference/replica.h, replica_backward.h) on the GPU, for the
 // backward verdict's same-dtype baselines (verify/backward_expected.h) at production sizes: the

@@ -3,10 +3,15 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/problem.h"
+#include "verify/element_pass.h"
 #include "verify/expected.h"
+#include "verify/metrics.h"
 #include "verify/report.h"
 #include "verify/tolerance.h"
 
@@ -44,5 +49,21 @@ inline constexpr const char* kCosineLoosened =
 inline constexpr int64_t kMinDistinctPairsBias = 256;
 
 Report verify_output(const Problem& p, const Expected& ref, const KernelResult& kernel, const CheckOptions& opt);
+// The same over the kernel's O where it already is (every row of a file: no copy of it is made).
+Report verify_output(const Problem& p, const Expected& ref, std::span<const float> kernel_o,
+                     const std::optional<std::vector<float>>& kernel_lse, const CheckOptions& opt);
+
+// What the pass over the output's elements leaves for the judgement: the oracle's scale, the
+// merged chunk totals, the rounding criteria's evidence (the kernel's pairs and each baseline's)
+// and, for batches whose sequences differ, the per-sequence counts. The host's pass and the
+// device's (element_pass_device.h) give the same summary for the same data, bit for bit.
+struct ElementSummary {
+  double max_ref = 0;
+  ElementTotals totals;
+  DistinctPairs evidence, eager_evidence, flash_evidence;
+  std::vector<SequenceVerdict> sequences;  // LSE rows and the limits are added by the judgement
+  std::vector<std::pair<std::string, double>> timings;  // the device pass's steps (wall seconds)
+};
+ElementSummary host_element_pass(const Problem& p, const Expected& ref, std::span<const float> kernel_o, uint64_t ulp_n);
 
 }  // namespace flashcheck

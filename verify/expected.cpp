@@ -16,6 +16,7 @@
 #include "reference/replica.h"
 #include "reference/sequences.h"
 #include "verify/baseline.h"
+#include "verify/element_pass_device.h"
 #include "verify/range_max.h"
 #include "verify/metrics.h"
 #include "verify/report.h"
@@ -342,14 +343,29 @@ void add_gpu_timing(std::vector<std::pair<std::string, double>>& timings, const 
     timings.emplace_back(prefix + name, ms / 1e3);
 }
 
-Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle) {
+Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle, bool keep_on_device) {
   Expected r;
   const bool gpu = oracle_on_gpu(p, rows, oracle);
   PhaseTimer clock(r.timings);
   auto lap = [&](const char* phase) { clock.lap(phase); };
   // Where a GPU call's wall time went: sub-phases, indented, that the callers' totals skip.
   auto gpu_parts = [&](const char* what) { add_gpu_timing(r.timings, std::string("  ") + what + ": "); };
-  if (gpu) {
+  std::shared_ptr<ResidentExpected> resident;
+  if (gpu && keep_on_device && !device_element_pass_unsupported(p, false)) {
+    try {
+      resident = std::make_shared<ResidentExpected>();
+      ResidentOracle o = naive_attention_gpu_resident(p, in, rows);
+      r.oracle = std::move(o.host);
+      resident->oracle_o = std::move(o.o);
+      lap("oracle (GPU, kept there)");
+      gpu_parts("oracle");
+      resident->baseline = dtype_baseline_gpu_resident(p, in, rows);
+      lap("baseline (GPU, kept there)");
+      gpu_parts("baseline");
+    } catch (const OracleDoesNotFit& e) {
+      throw CannotTest(std::string("the GPU oracle cannot hold this problem: ") + e.what());
+    }
+  } else if (gpu) {
     try {
       r.oracle = naive_attention_gpu(p, in, rows);
       lap("oracle (GPU)");
@@ -410,6 +426,21 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
   if (fb.phase) {
     r.flash_baseline = std::move(fb.o);
     lap(fb.phase);
+  }
+  if (resident) {
+    if (r.unresolved.empty()) {  // the element pass runs beside the oracle's O (element_pass_device.h)
+      if (!r.flash_baseline.empty()) {
+        resident->flash_baseline = DeviceArray(r.flash_baseline.size() * sizeof(float));
+        resident->flash_baseline.upload(r.flash_baseline.data(), r.flash_baseline.size() * sizeof(float));
+      }
+      r.resident = std::move(resident);
+    } else {  // rows judged by their contenders are read on the host: everything comes home
+      r.oracle.o = uninit_big_vector<double>(resident->oracle_o.bytes() / sizeof(double));
+      resident->oracle_o.download(r.oracle.o.data(), resident->oracle_o.bytes());
+      r.baseline = big_vector<float>(resident->baseline.bytes() / sizeof(float));
+      resident->baseline.download(r.baseline.data(), resident->baseline.bytes());
+    }
+    lap("device results placed");
   }
   return r;
 }

@@ -2,6 +2,7 @@
 // the same-dtype baselines its error is scaled by, and the per-row score bounds LSE is judged with.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,8 @@
 #include "reference/score_mod.h"
 
 namespace flashcheck {
+
+struct ResidentExpected;  // verify/element_pass_device.h
 
 // Everything a kernel is compared with, for one problem and one set of rows.
 struct Expected {
@@ -48,6 +51,10 @@ struct Expected {
   };
   std::vector<UnresolvedRow> unresolved;
   std::vector<std::pair<std::string, double>> timings;  // wall seconds per step, for Report::timings
+  // Set when make_expected left the oracle's O and the baselines in device memory (`resident`):
+  // oracle.o and baseline are then empty and the criteria's element pass runs on the device
+  // (verify/element_pass_device.h); oracle.lse, score bounds and unresolved rows stay here.
+  std::shared_ptr<const ResidentExpected> resident;
 };
 inline constexpr double kUnresolvedDelta = 0.5;  // weights uncertain by a factor e^(±2δ) ≥ e: no longer rounding noise
 inline constexpr double kNegligibleGap = 40;     // a key this far below the max carries < e^-40 of the weight
@@ -70,7 +77,11 @@ double fp8_score_accumulation(int64_t head_dim_qk);
 // (reference/gpu_oracle.h), or the GPU's for problems of at least kGpuOracleWork when one is usable.
 enum class OracleChoice { automatic, cpu, gpu };
 inline constexpr double kGpuOracleWork = 2e9;  // B·Hq·rows·Skv·(Dqk+Dv) from which `automatic` picks the GPU
-Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle = OracleChoice::cpu);
+// keep_on_device: where the oracle runs on the GPU, its O and the baselines stay in device memory
+// (Expected::resident) unless unresolved rows need them here; verify_output then judges them there.
+// Only for problems device_element_pass_unsupported (element_pass_device.h) accepts.
+Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle = OracleChoice::cpu,
+                       bool keep_on_device = false);
 // Whether `oracle` puts the fp64 oracle (and its baselines) on the GPU for these rows: `gpu` always
 // (CannotTest naming why when no GPU oracle is usable), `automatic` from kGpuOracleWork on when one is.
 bool oracle_on_gpu(const Problem& p, const RowSet& rows, OracleChoice oracle);

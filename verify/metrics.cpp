@@ -8,18 +8,7 @@
 
 namespace flashcheck {
 
-uint32_t poison_bits(DType d) {
-  switch (d) {
-    case DType::f32: return 0xFFE5A5A5u;
-    case DType::f16: return 0xFFA5u;
-    case DType::bf16: return 0xFFE5u;
-    // fp8 is an input dtype only (outputs are bf16/f16: Problem::o_dtype); its poison is a NaN all
-    // the same, for any buffer that would hold it.
-    case DType::e4m3:
-    case DType::e5m2: return 0xFFu;
-  }
-  return 0;
-}
+uint32_t poison_bits(DType d) { return poison_bits_of(d); }
 
 float poison_value(DType d) {
   switch (d) {
@@ -32,47 +21,11 @@ float poison_value(DType d) {
   return 0;
 }
 
-bool is_poison(DType d, float widened) {
-  // Called once per output element: the widened patterns are computed once.
-  static const uint32_t widened_bits[3] = {std::bit_cast<uint32_t>(poison_value(DType::f32)),
-                                           std::bit_cast<uint32_t>(poison_value(DType::f16)),
-                                           std::bit_cast<uint32_t>(poison_value(DType::bf16))};
-  if (is_fp8(d)) return false;  // no output is fp8: nothing of that dtype was poisoned
-  const int i = d == DType::f32 ? 0 : d == DType::f16 ? 1 : 2;
-  return std::bit_cast<uint32_t>(widened) == widened_bits[i];
-}
+bool is_poison(DType d, float widened) { return is_poison_widened(d, widened); }
 
-int64_t ordered_bits(DType d, float x) {
-  int64_t mag, neg;
-  switch (d) {
-    case DType::f32: {
-      uint32_t u = std::bit_cast<uint32_t>(x);
-      mag = u & 0x7fffffffu;
-      neg = u >> 31;
-      break;
-    }
-    case DType::f16: {
-      uint16_t h = f32_to_f16_bits(x);
-      mag = h & 0x7fff;
-      neg = h >> 15;
-      break;
-    }
-    default: {
-      uint16_t h = f32_to_bf16_bits(x);
-      mag = h & 0x7fff;
-      neg = h >> 15;
-      break;
-    }
-  }
-  return neg ? -mag : mag;
-}
+int64_t ordered_bits(DType d, float x) { return ordered_bits_of(d, x); }
 
-uint64_t ulp_distance(DType d, float a, float b) {
-  const bool na = std::isnan(a), nb = std::isnan(b);
-  if (na || nb) return (na && nb) ? 0 : kNanUlp;
-  const int64_t x = ordered_bits(d, a), y = ordered_bits(d, b);
-  return static_cast<uint64_t>(x > y ? x - y : y - x);
-}
+uint64_t ulp_distance(DType d, float a, float b) { return ulp_distance_of(d, a, b); }
 
 double ulp_at(DType d, double x) {
   // mantissa bits after the point, and the smallest normal exponent, per dtype

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "reference/dtype.h"
+#include "verify/element_pass.h"
 
 namespace flashcheck {
 
@@ -20,21 +21,8 @@ bool is_poison(DType d, float widened);
 // Signed-magnitude -> two's-complement order of the dtype's bit patterns: adjacent representable
 // values differ by 1, and +0 and -0 both map to 0 (so their distance is 0).
 int64_t ordered_bits(DType d, float x);
-// ULP distance of two values representable in `d`. Both NaN: 0. One NaN: kNanUlp.
-inline constexpr uint64_t kNanUlp = std::numeric_limits<uint64_t>::max();
+// ULP distance of two values representable in `d`. Both NaN: 0. One NaN: kNanUlp (element_pass.h).
 uint64_t ulp_distance(DType d, float a, float b);
-
-// NaN is no wildcard: an element is finite exactly where the oracle's is, and two infinities
-// have one sign. But NaN may stand for an infinity of the oracle's: the oracle sums a row at
-// once, while an online softmax rescales its running sum and output by 2^(m_old - m_new) when a
-// later tile raises the row's max, and an infinite accumulator times that 0 is NaN (torch's
-// memory-efficient kernel: O = NaN where V's -inf under P = 1 makes the oracle's -inf). An Inf in
-// place of the oracle's NaN is accepted for the same reason the other way round; a finite value
-// for a non-finite one (a kernel squashing bad data), or the reverse, is not.
-inline bool nonfinite_status_matches(float k, double o) {
-  if (std::isfinite(k) != std::isfinite(o)) return false;
-  return !(std::isinf(k) && std::isinf(o) && (k > 0) != (o > 0));
-}
 
 // The spacing of the dtype's representable values at |x| (its ULP there), subnormals included.
 double ulp_at(DType d, double x);
@@ -85,16 +73,7 @@ class DistinctPairs {
   double distinct();
 
  private:
-  static uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: every input bit moves every output bit
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ULL;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-  }
-  static uint64_t hash(float kernel, double oracle) {
-    return mix64(std::bit_cast<uint64_t>(oracle) ^ mix64(std::bit_cast<uint32_t>(kernel) + 0x9E3779B97F4A7C15ULL));
-  }
+  static uint64_t hash(float kernel, double oracle) { return pair_hash(kernel, oracle); }  // element_pass.h
   void insert(uint64_t h, float kernel, double oracle);
   void compact();
   std::vector<Pair> items_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reference/problem.h"
+#include "verify/map_flag.h"
 
 namespace flashcheck {
 
@@ -64,18 +65,6 @@ struct Location {
 // when asked (JudgeOptions::error_maps): the default path computes and prints nothing more.
 // Ratios are |o − r| / unit, where unit is baseline_relative's limit, so an element at ratio > 1
 // alone fails that criterion; LSE ratios divide by the row's own LSE tolerance.
-enum class MapFlag : uint8_t {
-  ok = 0,
-  unwritten = 1,         // still the poison
-  nan_mismatch = 2,      // NaN/Inf where the oracle has none, or the reverse (or an Inf of the wrong sign)
-  empty_row_nonzero = 3, // a row with no visible key whose O is not exactly 0 (or LSE not the declared ±inf)
-  nonfinite_match = 4,   // NaN/Inf exactly where the oracle has it: no error to measure
-  empty_row_ok = 5,      // a row with no visible key, written as the convention says
-  // Rows whose top scores fp32 cannot order (Expected::unresolved): judged only against the values
-  // of their contender keys.
-  outside_contenders = 6,  // outside [lo, hi] of the contenders' values: no softmax weights give it
-  unresolved_ok = 7,       // within them: no error to measure
-};
 
 struct FlaggedElement {
   int64_t b = 0, h = 0, row = 0, col = 0;  // col = -1: the row's LSE

@@ -19,6 +19,7 @@ struct Outputs {
   UninitVector<double>* o = nullptr;   // oracle
   std::vector<double>* lse = nullptr;  // oracle
   std::vector<float>* o32 = nullptr;   // baseline
+  void* resident = nullptr;            // device: O of either kind left there instead of o / o32
 };
 
 template <typename U>
@@ -76,7 +77,12 @@ void run_pieces(Job& j, Outputs out) {
     // The piece's result rows are contiguous (HostTile): one copy each.
     t0 = Clock::now();
     const size_t n = static_cast<size_t>(pc.out_rows);
-    if (oracle) {
+    if (out.resident) {  // a device-to-device copy: the result stays where the judge will read it
+      const size_t width = oracle ? 8 : 4;
+      FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(out.resident) + static_cast<size_t>(pc.out0 * dv) * width, d_o,
+                               n * static_cast<size_t>(dv) * width, cudaMemcpyDeviceToDevice, se.stream));
+      if (oracle) FCO_CUDA(cudaMemcpyAsync(out.lse->data() + pc.out0, d_stats, n * 8, cudaMemcpyDeviceToHost, se.stream));
+    } else if (oracle) {
       FCO_CUDA(cudaMemcpyAsync(out.o->data() + pc.out0 * dv, d_o, n * static_cast<size_t>(dv) * 8, cudaMemcpyDeviceToHost,
                                se.stream));
       FCO_CUDA(cudaMemcpyAsync(out.lse->data() + pc.out0, d_stats, n * 8, cudaMemcpyDeviceToHost, se.stream));
@@ -182,6 +188,62 @@ std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const 
   Job j(p, in, Pipeline::baseline, rows);
   run(j, {nullptr, nullptr, &o}, t0);
   return o;
+}
+
+ResidentOracle naive_attention_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows) {
+  const auto t0 = Clock::now();
+  t_last = {};
+  check_call(p, in, rows, "naive_attention_gpu_resident");
+  require_available();
+  ResidentOracle r;
+  r.host.rows = rows;
+  r.host.lse.resize(static_cast<size_t>(rows.total() * p.heads_q));
+  r.o = DeviceArray(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v) * sizeof(double));
+  t_last.result_alloc_ms = ms_since(t0);
+  if (rows.total() == 0) return r;
+  Job j(p, in, Pipeline::oracle, rows);
+  run(j, {nullptr, &r.host.lse, nullptr, r.o.data()}, t0);
+  return r;
+}
+
+DeviceArray dtype_baseline_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows) {
+  const auto t0 = Clock::now();
+  t_last = {};
+  check_call(p, in, rows, "dtype_baseline_gpu_resident");
+  require_available();
+  DeviceArray o(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v) * sizeof(float));
+  t_last.result_alloc_ms = ms_since(t0);
+  if (rows.total() == 0) return o;
+  Job j(p, in, Pipeline::baseline, rows);
+  run(j, {nullptr, nullptr, nullptr, o.data()}, t0);
+  return o;
+}
+
+DeviceArray::DeviceArray(size_t bytes) : bytes_(bytes) {
+  if (!bytes) return;
+  FCO_CUDA(cudaMalloc(&p_, bytes));
+  FCO_CUDA(cudaMemset(p_, 0, bytes));
+  FCO_CUDA(cudaDeviceSynchronize());
+}
+DeviceArray::~DeviceArray() {
+  if (p_) (void)cudaFree(p_);
+}
+DeviceArray& DeviceArray::operator=(DeviceArray&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+void DeviceArray::upload(const void* host, size_t bytes, size_t offset) {
+  if (offset > bytes_ || bytes > bytes_ - offset) throw std::invalid_argument("DeviceArray::upload past the array's end");
+  if (!bytes) return;
+  FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(p_) + offset, host, bytes, cudaMemcpyHostToDevice, nullptr));
+  FCO_CUDA(cudaDeviceSynchronize());
+}
+void DeviceArray::download(void* host, size_t bytes, size_t offset) const {
+  if (offset > bytes_ || bytes > bytes_ - offset) throw std::invalid_argument("DeviceArray::download past the array's end");
+  if (!bytes) return;
+  FCO_CUDA(cudaMemcpyAsync(host, static_cast<const char*>(p_) + offset, bytes, cudaMemcpyDeviceToHost, nullptr));
+  FCO_CUDA(cudaDeviceSynchronize());
 }
 
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {

@@ -1,5 +1,6 @@
 // The GPU oracle in a build without CUDA: it says why it cannot run, and runs nothing.
 #include <stdexcept>
+#include <utility>
 
 #include "reference/gpu_oracle.h"
 #include "reference/gpu_oracle/detail.h"
@@ -23,6 +24,26 @@ std::vector<float> dtype_baseline_gpu(const Problem&, const Inputs&, const RowSe
 }
 
 std::vector<float> dtype_baseline_gpu(const Problem&, const Inputs&, std::span<const int64_t>) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+DeviceArray::DeviceArray(size_t) { throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable()); }
+DeviceArray::~DeviceArray() = default;
+DeviceArray& DeviceArray::operator=(DeviceArray&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+void DeviceArray::upload(const void*, size_t, size_t) { throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable()); }
+void DeviceArray::download(void*, size_t, size_t) const {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+ResidentOracle naive_attention_gpu_resident(const Problem&, const Inputs&, const RowSet&) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+DeviceArray dtype_baseline_gpu_resident(const Problem&, const Inputs&, const RowSet&) {
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 
