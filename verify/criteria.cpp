@@ -129,7 +129,8 @@ Report verify_output(const Problem& p, const Expected& ref, std::span<const floa
   } else {
     es = host_element_pass(p, ref, kernel_o, tol.ulp_n);
   }
-  for (auto& [name, secs] : es.timings) r.timings.emplace_back("  criteria: " + name, secs);  // judge() places them
+  if (opt.timings)
+    for (auto& [name, secs] : es.timings) r.timings.emplace_back("  criteria: " + name, secs);  // judge() places them
   const double max_ref = es.max_ref;
   const ElementTotals& t = es.totals;
   std::vector<SequenceVerdict> seqs = std::move(es.sequences);

@@ -30,6 +30,7 @@ struct CheckOptions {
   int64_t tile_q = 128, tile_kv = 128;  // for naming the tile of the worst element
   EmptyRowLse empty_lse = EmptyRowLse::neg_inf;
   bool error_maps = false;  // also fill Report::maps (a second pass over the output, for the HTML page)
+  bool timings = false;     // also put the element pass's own steps in Report::timings (the device pass has some)
 };
 
 // The statistical criteria judge only with this many distinct (kernel, oracle) pairs among the

@@ -41,7 +41,7 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   }
   Report r = verify_output(p, expected, kernel_o, kernel_lse,
                            CheckOptions{tolerance_for(p.dtype), declared.tile_q, declared.tile_kv, declared.empty_lse,
-                                        opt.error_maps});
+                                        opt.error_maps, opt.timings});
   if (opt.timings) {
     clock.lap("criteria");
     auto parts = std::move(r.timings);  // verify_output's own steps, indented under "criteria"

@@ -74,6 +74,30 @@ TEST(Safetensors, WritesAtomicallyAndReadsBack) {
   EXPECT_THROW(read_safetensors(path), SafetensorsError);
 }
 
+TEST(Safetensors, ReadsTensorsOfManyPiecesByteForByte) {
+  // The payload is read in 64 MiB pieces spread over threads: tensors that span several pieces,
+  // end mid-piece and follow one another must come back exactly, each in its own buffer.
+  const uint64_t seed = testing::seed_for(1707);
+  std::mt19937_64 g(seed);
+  SafetensorsFile f;
+  for (auto [name, n] : {std::pair{"first", (int64_t{70} << 20) + 3}, {"second", int64_t{5}}, {"third", (int64_t{33} << 20) + 1}}) {
+    StTensor t;
+    t.dtype = StDType::U8;
+    t.shape = {n};
+    t.data.resize(static_cast<size_t>(n));
+    for (size_t i = 0; i < t.data.size(); i += 8) {
+      const uint64_t r = g();
+      std::memcpy(t.data.data() + i, &r, std::min<size_t>(8, t.data.size() - i));
+    }
+    f.tensors[name] = std::move(t);
+  }
+  const auto path = std::filesystem::temp_directory_path() / ("fc_st_pieces_" + std::to_string(seed) + ".safetensors");
+  write_safetensors(path, f);
+  const SafetensorsFile back = read_safetensors(path);
+  std::filesystem::remove(path);
+  for (const auto& [name, t] : f.tensors) EXPECT_TRUE(back.tensors.at(name).data == t.data) << name << ", seed " << seed;
+}
+
 TEST(Safetensors, RejectsEveryMalformation) {
   expect_error({1, 2, 3}, "too short");
   expect_error(raw("{}", 0, 1000), "truncated");
