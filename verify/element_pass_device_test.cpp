@@ -175,7 +175,9 @@ void check_case(const Case& c, bool gathered = false) {
   // Not vacuous: the case holds what it was drawn to hold.
   EXPECT_GT(h.totals.compared, 0) << c.what;
   EXPECT_GT(h.totals.significant, 0) << c.what;
-  if (gathered) EXPECT_GT(h.totals.significant, 4 * static_cast<int64_t>(DistinctPairs::kCapacity)) << c.what;
+  if (gathered) {
+    EXPECT_GT(h.totals.significant, 4 * static_cast<int64_t>(DistinctPairs::kCapacity)) << c.what;
+  }
   expect_same_summary(h, d, c.what);
   const CheckOptions opt{tolerance_for(c.p.dtype)};
   const Report rh = verify_output(c.p, c.ref, c.kernel, std::nullopt, opt);

@@ -27,6 +27,12 @@ step() {  # step NAME LOGFILE CMD...
 }
 
 nvidia-smi -L | tee "$out/device.txt"
+# Campaigns spread their cases over every GPU present (`run --gpus all`, issue 26: the same seed
+# gives the same cases and verdicts as one GPU); sanitizers, determinism and the benchmark stay on
+# GPU 0. GPUS=1 keeps everything on one GPU.
+ngpu=$(grep -c '^GPU' "$out/device.txt")
+gpus=()
+[ "${GPUS:-all}" != 1 ] && [ "$ngpu" -ge 2 ] && gpus=(--gpus "${GPUS:-all}")
 # Every device kernel the build registered and this GPU can run, from the registry itself: a new
 # kernel joins every step below without editing this script.
 variants=${VARIANTS:-$("$fc" list --json - | python3 -c '
@@ -45,7 +51,7 @@ for k in json.load(sys.stdin):
         print(" ".join(k["dtypes"][:1] if sys.argv[2] == "first" else k["dtypes"]))
 ' "$1" "${SAN_DTYPES:-first}"
 }
-echo "device variants: $variants; campaign seed $seed"
+echo "device variants: $variants; campaign seed $seed; ${#gpus[@]} campaign GPU flags: ${gpus[*]:-(one GPU)}"
 
 step "gpu test suite" gpu_tests.log "$build/runner/gpu_variants_test"
 # Declarations (issue #21 item 9): every kernel's Capabilities against gpu/capabilities.json, and the
@@ -56,7 +62,7 @@ done
 for v in $variants; do
   n_var="CASES_$v"; n=${!n_var:-$cases}  # e.g. CASES_mma_f16=4000: ~2000 per dtype it declares
   step "campaign $v ($n cases)" "campaign_$v.log" "$fc" run --kernel "$v" --cases "$n" --seed "$seed" \
-    --max-seq 1100 --max-work "${MAX_WORK:-1e8}"
+    --max-seq 1100 --max-work "${MAX_WORK:-1e8}" "${gpus[@]}"
   # Sanitizers on fixed problems with >= 3 KV tiles per block (a pipeline race needs a ring that
   # wraps), tails in both dimensions, GQA, every causal mode; a kernel skips what it cannot run.
   for tool in memcheck racecheck synccheck; do
@@ -72,12 +78,12 @@ for v in $variants; do
   # Production load: hundreds of CTAs, L2 overflowing, where missing barriers and shallow waits bite
   # (issue #14); rows sampled with every q-tile's edges, the GPU oracle when one is usable.
   step "load campaign $v (${LOAD_CASES:-20} cases)" "load_$v.log" "$fc" run --kernel "$v" --load \
-    --cases "${LOAD_CASES:-20}" --seed "$seed"
+    --cases "${LOAD_CASES:-20}" --seed "$seed" "${gpus[@]}"
   # Tensors past 2^31 elements, where 32-bit index arithmetic wraps (issue #11): BIG_CASES=0 skips
   # it (each case stages tens of GB; about a minute per case on an H100 host).
   if [ "${BIG_CASES:-2}" -gt 0 ]; then
     step "big-tensor campaign $v (${BIG_CASES:-2} cases)" "big_$v.log" "$fc" run --kernel "$v" --big \
-      --cases "${BIG_CASES:-2}" --seed "$seed" --no-shrink
+      --cases "${BIG_CASES:-2}" --seed "$seed" --no-shrink "${gpus[@]}"
   fi
   step "determinism $v (100 runs)" "determinism_$v.log" "$fc" determinism --kernel "$v" --runs 100 \
     --problem "${DET_PROBLEM:-b=2 h=8 sq=1000 skv=1100 d=128 causal=bottom_right}"
@@ -97,9 +103,9 @@ for k in json.load(sys.stdin):
   for v in $pvariants; do
     for s in ${PERTURB_SEEDS:-1 2 3}; do
       step "perturbed campaign $v (seed $s)" "perturbed_$v.log" env FLASHCHECK_PERTURB_SEED="$s" "$fc" run \
-        --plugin "$perturbed" --kernel "$v" --cases "${PERTURB_CASES:-300}" --seed "$s" --max-seq 1100
+        --plugin "$perturbed" --kernel "$v" --cases "${PERTURB_CASES:-300}" --seed "$s" --max-seq 1100 "${gpus[@]}"
       step "perturbed load campaign $v (seed $s)" "perturbed_load_$v.log" env FLASHCHECK_PERTURB_SEED="$s" "$fc" run \
-        --plugin "$perturbed" --kernel "$v" --load --cases "${PERTURB_LOAD_CASES:-6}" --seed "$s"
+        --plugin "$perturbed" --kernel "$v" --load --cases "${PERTURB_LOAD_CASES:-6}" --seed "$s" "${gpus[@]}"
     done
   done
 else
