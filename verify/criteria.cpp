@@ -125,7 +125,8 @@ Report verify_output(const Problem& p, const Expected& ref, std::span<const floa
     if (per_sequence || !ref.unresolved.empty() || opt.error_maps)
       throw std::invalid_argument("verify_output: a device-resident Expected takes no per-sequence verdicts, unresolved rows or error maps");
     if (kernel_o.size() != n_o) throw std::invalid_argument("verify_output: kernel and oracle outputs differ in size");
-    es = device_element_pass(p, ref, kernel_o, tol.ulp_n);
+    if (std::optional<ElementSummary> d = device_element_pass(p, ref, kernel_o, tol.ulp_n)) es = std::move(*d);
+    else es = host_element_pass(p, home_copy(ref), kernel_o, tol.ulp_n);
   } else {
     es = host_element_pass(p, ref, kernel_o, tol.ulp_n);
   }

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
+#include "reference/big_vector.h"
 #include "reference/mask.h"
 #include "verify/element_pass_kernels.h"
 
@@ -13,9 +15,22 @@ namespace flashcheck {
 namespace epg = element_pass_gpu;
 
 const char* device_element_pass_unsupported(const Problem& p, bool error_maps) {
+  // The device asks sequence 0 which rows see no key, for every sequence: only a batch whose
+  // sequences all have its lengths may go (a paged cache's lengths differ per sequence too).
   if (p.varlen() || !p.seqused_kv.empty()) return "sequences differ (per-sequence verdicts are counted on the host)";
+  for (int64_t b = 1; b < p.batch; ++b)
+    if (p.sq(b) != p.sq(0) || p.skv(b) != p.skv(0)) return "sequences differ in length (rows that see no key differ)";
   if (error_maps) return "error maps read every element on the host";
   return nullptr;
+}
+
+bool same_rows_everywhere(const RowSet& rows) {
+  for (int64_t b = 1; b < rows.batch(); ++b) {
+    if (rows.count(b) != rows.count(0)) return false;
+    for (int64_t r = 0; r < rows.count(0); ++r)
+      if (rows.row(b, r) != rows.row(0, r)) return false;
+  }
+  return true;
 }
 
 namespace {
@@ -29,6 +44,8 @@ std::vector<T> download_all(const DeviceArray& a, size_t n) {
 
 // The candidates' threshold for a set of `significant` pairs: about 4·kCapacity of them expected
 // below it, so the sketch usually overflows (and is then decided) on the first gathering.
+int64_t max_candidates = int64_t{1} << 24;  // 256 MiB of Candidates per set (tests lower it)
+
 uint64_t first_threshold(int64_t significant) {
   const double want = 4.0 * static_cast<double>(DistinctPairs::kCapacity);
   if (static_cast<double>(significant) <= want) return std::numeric_limits<uint64_t>::max();
@@ -37,10 +54,26 @@ uint64_t first_threshold(int64_t significant) {
 
 }  // namespace
 
-ElementSummary device_element_pass(const Problem& p, const Expected& ref, std::span<const float> kernel_o, uint64_t ulp_n) {
+void set_max_candidates_for_tests(int64_t n) { max_candidates = n; }
+
+Expected home_copy(const Expected& ref) {
+  Expected h = ref;
+  h.resident = nullptr;
+  if (!ref.resident) return h;
+  const ResidentExpected& d = *ref.resident;
+  h.oracle.o = uninit_big_vector<double>(d.oracle_o.bytes() / sizeof(double));
+  d.oracle_o.download(h.oracle.o.data(), d.oracle_o.bytes());
+  h.baseline = big_vector<float>(d.baseline.bytes() / sizeof(float));
+  d.baseline.download(h.baseline.data(), d.baseline.bytes());
+  return h;  // flash_baseline stays on the host too (uploaded from there)
+}
+
+std::optional<ElementSummary> device_element_pass(const Problem& p, const Expected& ref, std::span<const float> kernel_o,
+                                                  uint64_t ulp_n) {
   if (!ref.resident) throw std::invalid_argument("device_element_pass: the Expected is not device-resident");
   if (const char* why = device_element_pass_unsupported(p, false)) throw std::invalid_argument(std::string("device_element_pass: ") + why);
   if (!ref.unresolved.empty()) throw std::invalid_argument("device_element_pass: unresolved rows are judged on the host");
+  if (!same_rows_everywhere(ref.oracle.rows)) throw std::invalid_argument("device_element_pass: sequences are checked on different rows");
   const ResidentExpected& d = *ref.resident;
   const RowSet& rows = ref.oracle.rows;
   const int64_t dv = p.head_dim_v, all_rows = rows.total() * p.heads_q;
@@ -108,6 +141,11 @@ ElementSummary device_element_pass(const Problem& p, const Expected& ref, std::s
         offsets[static_cast<size_t>(set * chunks + c)] = total[set];
         total[set] += n;
       }
+    // Few distinct pairs among very many elements (constant rows, a few values at production size)
+    // widen the threshold to every pair: gathering them all would hold gigabytes on both sides,
+    // where the host's sketch needs kCapacity pairs. Past max_candidates the host pass takes over.
+    for (int set = 0; set < epg::kSets; ++set)
+      if (total[set] > max_candidates) return std::nullopt;
     DeviceArray d_offsets(offsets.size() * sizeof(int64_t));
     d_offsets.upload(offsets.data(), offsets.size() * sizeof(int64_t));
     DeviceArray d_out[epg::kSets];

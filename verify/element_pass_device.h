@@ -4,6 +4,7 @@
 // checks at once on one host (PERF.md, session 13). The summary is host_element_pass's, bit for bit.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "reference/gpu_oracle.h"
@@ -21,11 +22,21 @@ struct ResidentExpected {
 // takes dense batches only (every sequence alike: no per-sequence verdicts) and neither unresolved
 // rows nor error maps, which read the oracle's O element by element on the host.
 const char* device_element_pass_unsupported(const Problem& p, bool error_maps);
+// Whether every sequence of a RowSet has the same rows (RowSet::all and RowSet::same do): the
+// device pass indexes a flat row's sequence-0 twin.
+bool same_rows_everywhere(const RowSet& rows);
 
 // host_element_pass over ref.resident's arrays and the kernel's O (uploaded here). The device
 // runs one thread per chunk of rows, in the host's order; max|r| and the rounding criteria's
 // distinct pairs (the least hashes, gathered by a threshold that widens until the sketch is
-// decided) come back, never the outputs. Throws std::invalid_argument where unsupported.
-ElementSummary device_element_pass(const Problem& p, const Expected& ref, std::span<const float> kernel_o, uint64_t ulp_n);
+// decided) come back, never the outputs. nullopt where deciding the sketches would gather more
+// than 2^24 pairs of a set (few distinct pairs among very many elements): the caller then judges
+// a home_copy on the host. Throws std::invalid_argument where unsupported.
+std::optional<ElementSummary> device_element_pass(const Problem& p, const Expected& ref, std::span<const float> kernel_o,
+                                                  uint64_t ulp_n);
+// Tests: the candidates a set may gather before device_element_pass gives up (default 2^24).
+void set_max_candidates_for_tests(int64_t n);
+// The Expected with its resident arrays downloaded into oracle.o and baseline (resident cleared).
+Expected home_copy(const Expected& ref);
 
 }  // namespace flashcheck

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -171,7 +172,9 @@ void check_case(const Case& c, bool gathered = false) {
   const Expected dev = resident_copy(c.ref);
   const uint64_t ulp_n = tolerance_for(c.p.dtype).ulp_n;
   ElementSummary h = host_element_pass(c.p, c.ref, c.kernel, ulp_n);
-  ElementSummary d = device_element_pass(c.p, dev, c.kernel, ulp_n);
+  std::optional<ElementSummary> on_device = device_element_pass(c.p, dev, c.kernel, ulp_n);
+  ASSERT_TRUE(on_device.has_value()) << c.what;
+  ElementSummary& d = *on_device;
   // Not vacuous: the case holds what it was drawn to hold.
   EXPECT_GT(h.totals.compared, 0) << c.what;
   EXPECT_GT(h.totals.significant, 0) << c.what;
@@ -209,7 +212,9 @@ TEST(DevicePass, FaultsAreCountedNotJustMirrored) {
   const uint64_t seed = testing::seed_for(2602);
   const Case c = draw(seed, problem(DType::bf16, 1, 2, 96, 64, 32, Causal::bottom_right), Flavor::faulty, false);
   const Expected dev = resident_copy(c.ref);
-  const ElementSummary d = device_element_pass(c.p, dev, c.kernel, tolerance_for(c.p.dtype).ulp_n);
+  const std::optional<ElementSummary> on_device = device_element_pass(c.p, dev, c.kernel, tolerance_for(c.p.dtype).ulp_n);
+  ASSERT_TRUE(on_device.has_value()) << c.what;
+  const ElementSummary& d = *on_device;
   int64_t poison = 0, nonzero_empty = 0;
   for (size_t e = 0; e < c.kernel.size(); ++e) {
     poison += is_poison(c.p.o_dtype(), c.kernel[e]);
@@ -222,6 +227,44 @@ TEST(DevicePass, FaultsAreCountedNotJustMirrored) {
   EXPECT_EQ(d.totals.empty_row_violations, nonzero_empty) << c.what;
   EXPECT_GE(d.totals.first_nan_e, 0) << c.what;
   EXPECT_TRUE(std::isinf(d.totals.baseline_max_abs)) << c.what;
+}
+
+TEST(DevicePass, TooManyCandidatesGoHomeAndAreJudgedTheSame) {
+  // Few distinct pairs among many elements widen the gathering to every pair; past the cap the
+  // pass gives up (nullopt) and verify_output judges the arrays brought home: the same report.
+  SKIP_WITHOUT_DEVICE();
+  const uint64_t seed = testing::seed_for(2604);
+  const Case c = draw(seed, problem(DType::bf16, 2, 8, 288, 224, 64, Causal::bottom_right), Flavor::few_values, false);
+  const Expected dev = resident_copy(c.ref);
+  const uint64_t ulp_n = tolerance_for(c.p.dtype).ulp_n;
+  set_max_candidates_for_tests(1000);
+  const bool gave_up = !device_element_pass(c.p, dev, c.kernel, ulp_n).has_value();
+  const CheckOptions opt{tolerance_for(c.p.dtype)};
+  const Report rd = verify_output(c.p, dev, c.kernel, std::nullopt, opt);
+  set_max_candidates_for_tests(int64_t{1} << 24);
+  EXPECT_TRUE(gave_up) << c.what;
+  EXPECT_EQ(to_json(verify_output(c.p, c.ref, c.kernel, std::nullopt, opt)).dump(), to_json(rd).dump()) << c.what;
+  EXPECT_TRUE(device_element_pass(c.p, dev, c.kernel, ulp_n).has_value()) << c.what;
+}
+
+TEST(DevicePass, TakesOnlyBatchesWhoseSequencesAreAlike) {
+  // The device asks sequence 0 which rows see no key: sequences of other lengths (varlen, seqused,
+  // a paged cache's own lengths) and error maps stay on the host.
+  Problem dense = problem(DType::bf16, 2, 2, 8, 16, 32, Causal::bottom_right);
+  EXPECT_EQ(device_element_pass_unsupported(dense, false), nullptr);
+  EXPECT_NE(device_element_pass_unsupported(dense, true), nullptr);
+  Problem paged = dense;
+  paged.page_size = 4;
+  paged.seqlens_kv = {16, 4};
+  EXPECT_NE(device_element_pass_unsupported(paged, false), nullptr);
+  paged.seqlens_kv = {16, 16};
+  EXPECT_EQ(device_element_pass_unsupported(paged, false), nullptr);
+  Problem used = dense;
+  used.seqused_kv = {16, 3};
+  EXPECT_NE(device_element_pass_unsupported(used, false), nullptr);
+  const std::vector<int64_t> rows = {0, 5};
+  EXPECT_TRUE(same_rows_everywhere(RowSet::same(dense, rows)));
+  EXPECT_FALSE(same_rows_everywhere(RowSet::per_sequence(dense, {{0, 5}, {1, 5}})));
 }
 
 TEST(DevicePass, JudgesAResidentExpectedAsTheHostJudgesItsCopy) {

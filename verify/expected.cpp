@@ -325,6 +325,14 @@ FlashBaseline flash_baseline(const Problem& p, const Inputs& in, const RowSet& r
   }
   return {replica_attention(p, in, cfg, {}, rows).o, "flash baseline (replica)"};
 }
+// Whether the oracle's O and the baselines may stay on the device: a problem and rows the device
+// pass takes, and room for them (fp64 O, two fp32 outputs, the kernel's O beside them) with as much
+// again left for the oracle's pieces; otherwise they come home as before.
+bool resident_fits(const Problem& p, const RowSet& rows) {
+  if (device_element_pass_unsupported(p, false) || !same_rows_everywhere(rows)) return false;
+  const double bytes = static_cast<double>(rows.total() * p.heads_q * p.head_dim_v) * (8 + 4 + 4 + 4);
+  return 2 * bytes < static_cast<double>(gpu_oracle_detail::free_device_bytes());
+}
 }  // namespace
 
 bool oracle_on_gpu(const Problem& p, const RowSet& rows, OracleChoice oracle) {
@@ -351,7 +359,7 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
   // Where a GPU call's wall time went: sub-phases, indented, that the callers' totals skip.
   auto gpu_parts = [&](const char* what) { add_gpu_timing(r.timings, std::string("  ") + what + ": "); };
   std::shared_ptr<ResidentExpected> resident;
-  if (gpu && keep_on_device && !device_element_pass_unsupported(p, false)) {
+  if (gpu && keep_on_device && resident_fits(p, rows)) {
     try {
       resident = std::make_shared<ResidentExpected>();
       ResidentOracle o = naive_attention_gpu_resident(p, in, rows);
