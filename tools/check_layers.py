@@ -33,7 +33,9 @@ ALLOWED = {
 # Folder -> project libraries its CMakeLists.txt may link.
 LINKS = {
     "reference": {"fc_reference"},  # reference's own libraries (the GPU oracle builds on the problem model)
-    "verify": {"fc_reference", "fc_gpu_oracle"},
+    # verify's own libraries (the element pass's kernels, and its twin on reference's emulation of
+    # CUDA, which links the GPU oracle's emulated twin) beside the layers below it
+    "verify": {"fc_reference", "fc_gpu_oracle", "fc_gpu_oracle_emu", "fc_verify_kernels", "fc_element_pass_emu"},
     "fuzz": {"fc_reference", "fc_verify"},
     "gpu": {"fc_reference"},
     "runner": {"fc_reference", "fc_gpu_oracle", "fc_verify", "fc_fuzz", "fc_kernels"},
