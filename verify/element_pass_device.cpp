@@ -42,10 +42,10 @@ std::vector<T> download_all(const DeviceArray& a, size_t n) {
   return v;
 }
 
-// The candidates' threshold for a set of `significant` pairs: about 4·kCapacity of them expected
-// below it, so the sketch usually overflows (and is then decided) on the first gathering.
 int64_t max_candidates = int64_t{1} << 24;  // 256 MiB of Candidates per set (tests lower it)
 
+// The candidates' threshold for a set of `significant` pairs: about 4·kCapacity of them expected
+// below it, so the sketch usually overflows (and is then decided) on the first gathering.
 uint64_t first_threshold(int64_t significant) {
   const double want = 4.0 * static_cast<double>(DistinctPairs::kCapacity);
   if (static_cast<double>(significant) <= want) return std::numeric_limits<uint64_t>::max();
@@ -56,16 +56,20 @@ uint64_t first_threshold(int64_t significant) {
 
 void set_max_candidates_for_tests(int64_t n) { max_candidates = n; }
 
+void bring_home(Expected& e) {
+  if (!e.resident) return;
+  const ResidentExpected& d = *e.resident;
+  e.oracle.o = uninit_big_vector<double>(d.oracle_o.bytes() / sizeof(double));
+  d.oracle_o.download(e.oracle.o.data(), d.oracle_o.bytes());
+  e.baseline = big_vector<float>(d.baseline.bytes() / sizeof(float));
+  d.baseline.download(e.baseline.data(), d.baseline.bytes());
+  e.resident = nullptr;  // flash_baseline never left the host (it was uploaded from there)
+}
+
 Expected home_copy(const Expected& ref) {
   Expected h = ref;
-  h.resident = nullptr;
-  if (!ref.resident) return h;
-  const ResidentExpected& d = *ref.resident;
-  h.oracle.o = uninit_big_vector<double>(d.oracle_o.bytes() / sizeof(double));
-  d.oracle_o.download(h.oracle.o.data(), d.oracle_o.bytes());
-  h.baseline = big_vector<float>(d.baseline.bytes() / sizeof(float));
-  d.baseline.download(h.baseline.data(), d.baseline.bytes());
-  return h;  // flash_baseline stays on the host too (uploaded from there)
+  bring_home(h);
+  return h;
 }
 
 std::optional<ElementSummary> device_element_pass(const Problem& p, const Expected& ref, std::span<const float> kernel_o,

@@ -36,7 +36,8 @@ std::optional<ElementSummary> device_element_pass(const Problem& p, const Expect
                                                   uint64_t ulp_n);
 // Tests: the candidates a set may gather before device_element_pass gives up (default 2^24).
 void set_max_candidates_for_tests(int64_t n);
-// The Expected with its resident arrays downloaded into oracle.o and baseline (resident cleared).
+// The resident arrays downloaded into oracle.o and baseline, resident cleared (in place, or a copy).
+void bring_home(Expected& e);
 Expected home_copy(const Expected& ref);
 
 }  // namespace flashcheck

@@ -443,10 +443,8 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
       }
       r.resident = std::move(resident);
     } else {  // rows judged by their contenders are read on the host: everything comes home
-      r.oracle.o = uninit_big_vector<double>(resident->oracle_o.bytes() / sizeof(double));
-      resident->oracle_o.download(r.oracle.o.data(), resident->oracle_o.bytes());
-      r.baseline = big_vector<float>(resident->baseline.bytes() / sizeof(float));
-      resident->baseline.download(r.baseline.data(), resident->baseline.bytes());
+      r.resident = std::move(resident);
+      bring_home(r);
     }
     lap("device results placed");
   }
