@@ -20,6 +20,8 @@
 
 namespace flashcheck {
 
+struct DeviceInputs;  // q, k, v already on the device (below)
+
 // Why the GPU oracle cannot run here (built without CUDA, no device, driver too old), or empty.
 std::optional<std::string> gpu_oracle_unavailable();
 
@@ -39,7 +41,10 @@ struct OracleDoesNotFit : std::runtime_error {
 // a window costs O(rows × window) and a varlen batch the sum of its sequences. Tiles are grouped
 // into pieces that fit in free device memory; OracleDoesNotFit when one tile (64 rows and the keys
 // they see) does not. Throws std::runtime_error when gpu_oracle_unavailable() says why.
-OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSet& rows);
+// With `dev` (DeviceInputs below), q, k and v are read there and in's may be empty; its side
+// inputs (slopes, sinks) are read as always.
+OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSet& rows,
+                                 const DeviceInputs* dev = nullptr);
 // Every row, or the same rows in every sequence (RowSet::same, as naive_attention takes them).
 OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
 
@@ -80,13 +85,38 @@ class DeviceArray {
   size_t bytes_ = 0;
 };
 
+// A problem's q, k and v on the device as 16-bit patterns of its dtype (bf16 or f16), in the
+// logical layout (reference/sequences.h): a file's raw tensors, moved once. The oracle's and the
+// baseline's calls given them gather each piece's rows on the device instead of packing and
+// uploading fp32 Inputs from the host — at (4,64,8192,128) those host steps were a second of a
+// four-second check, stretched further when checks share a host. The results are the
+// host-packed calls' bit for bit: a packed element is narrow(widen(x)) either way, which quiets a
+// signalling NaN and leaves every other pattern as it is.
+struct DeviceInputs {
+  DType dtype = DType::bf16;
+  DeviceArray q, k, v;
+};
+// The raw patterns uploaded; std::invalid_argument unless dtype is bf16 or f16.
+DeviceInputs upload_device_inputs(DType dtype, std::span<const uint16_t> q, std::span<const uint16_t> k,
+                                  std::span<const uint16_t> v);
+// From fp32 Inputs (logical layout), narrowed; std::invalid_argument naming the first value the
+// dtype does not hold (NaN and ±Inf it holds).
+DeviceInputs upload_device_inputs(const Problem& p, const Inputs& in);
+// The index of the first NaN or ±Inf of n 16-bit elements of `dtype` on the device, or n.
+int64_t first_nonfinite(const DeviceArray& x, DType dtype, int64_t n);
+// Per row of a [rows][width] 16-bit array on the device: sqrt(Σ x²) in fp64 over the columns in
+// order. Every product of two widened 16-bit values is exact in fp64, so each sum is the host
+// loop's to the bit, fused or not (verify/expected.cpp's score bounds take these).
+std::vector<double> row_norms(const DeviceArray& x, DType dtype, int64_t rows, int64_t width);
+
 // naive_attention_gpu with the fp64 O left on the device ([rows.index(b, h, r, Hq)][Dv], rows no
 // tile writes 0 as there): `host` holds the rows and the LSE, its o is empty.
 struct ResidentOracle {
   OracleResult host;
   DeviceArray o;
 };
-ResidentOracle naive_attention_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows);
+ResidentOracle naive_attention_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows,
+                                            const DeviceInputs* dev = nullptr);
 
 // The same-dtype eager baseline (verify/baseline.h) over a RowSet: O [rows.index(b, h, r, Hq)][Dv].
 // Every operation runs in the CPU baseline's order with the same roundings (no fused multiply-add),
@@ -98,10 +128,12 @@ ResidentOracle naive_attention_gpu_resident(const Problem& p, const Inputs& in, 
 // the sink in the max and in ℓ (added after the keys); P rounded to the dtype (fp8: the output
 // dtype); P·V accumulated in fp32 (fp8: over the raw fp8 values, the sum times v_descale in
 // fp32); O rounded to the output dtype — verify/baseline.cpp's steps.
-std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const RowSet& rows);
+std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const RowSet& rows,
+                                      const DeviceInputs* dev = nullptr);
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows = {});
 // dtype_baseline_gpu with its fp32 O left on the device, in the same layout.
-DeviceArray dtype_baseline_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows);
+DeviceArray dtype_baseline_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows,
+                                        const DeviceInputs* dev = nullptr);
 
 // The FlashAttention-2 replicas (reference/replica.h, replica_backward.h) on the GPU, for the
 // backward verdict's same-dtype baselines (verify/backward_expected.h) at production sizes: the

@@ -33,7 +33,8 @@ struct ReadFile {
   }
 };
 
-ReadFile read_file(const std::filesystem::path& path, const CheckFileOptions& opt, const std::function<void(const char*)>& lap) {
+ReadFile read_file(const std::filesystem::path& path, const CheckFileOptions& opt, const std::function<void(const char*)>& lap,
+                   bool keep_raw = false) {
   SafetensorsFile f;
   try {
     f = read_safetensors(path);
@@ -45,7 +46,7 @@ ReadFile read_file(const std::filesystem::path& path, const CheckFileOptions& op
   // or no LSE check at all. Near misses are refused; other unknown names are read past and said.
   NameAudit names = audit_names(f);
   if (names.refused()) throw CannotTest(names.refusal());
-  return {read_check_case(f, opt.allow_nonfinite_inputs, lap), std::move(names)};
+  return {read_check_case(f, opt.allow_nonfinite_inputs, lap, keep_raw), std::move(names)};
 }
 
 // Whether the GPU oracle will likely judge this file: asked for, or `auto` on a file large enough
@@ -60,6 +61,30 @@ bool likely_gpu_oracle(const std::filesystem::path& path, OracleChoice oracle) {
   return !ec && bytes >= (uintmax_t{256} << 20);
 }
 
+// A raw case's q, k, v on the device, their NaN/Inf refused there; nullopt where they cannot go
+// (no usable GPU, no room), and then the case is widened and scanned here as any other.
+std::optional<DeviceInputs> inputs_to_device(CheckFileCase& c) {
+  std::optional<DeviceInputs> dev;
+  if (!gpu_oracle_unavailable()) {
+    auto span16 = [](const StTensor& t) {
+      return std::span<const uint16_t>(reinterpret_cast<const uint16_t*>(t.data.data()), t.data.size() / 2);
+    };
+    try {
+      dev = upload_device_inputs(c.problem.dtype, span16(c.raw->q), span16(c.raw->k), span16(c.raw->v));
+    } catch (const std::runtime_error&) {  // out of device memory: the host's way
+    }
+  }
+  if (!dev) {
+    refuse_nonfinite_raw(c);
+    widen_raw_inputs(c);
+    return dev;
+  }
+  refuse_nonfinite_raw(c, [&](Tensor t, int64_t n) {
+    return first_nonfinite(t == Tensor::q ? dev->q : t == Tensor::k ? dev->k : dev->v, dev->dtype, n);
+  });
+  return dev;
+}
+
 }  // namespace
 
 CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOptions& opt) {
@@ -67,17 +92,26 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
   PhaseTimer clock(timings);
   auto lap = [&](const char* phase) { clock.lap(phase); };
   std::future<void> cuda_started;
-  if (likely_gpu_oracle(path, opt.oracle))
-    cuda_started = std::async(std::launch::async, [] { (void)gpu_oracle_unavailable(); });
-  ReadFile rf = read_file(path, opt, lap);
+  const bool gpu_likely = likely_gpu_oracle(path, opt.oracle);
+  if (gpu_likely) cuda_started = std::async(std::launch::async, [] { (void)gpu_oracle_unavailable(); });
+  // Where the GPU oracle will likely judge the file, 16-bit inputs go to the device as read: no
+  // widening of gigabytes on the host (make_expected widens them only for a step on the CPU).
+  ReadFile rf = read_file(path, opt, lap, gpu_likely);
   if (cuda_started.valid()) {
     cuda_started.get();
     lap("CUDA start (beside the read)");
   }
+  std::optional<DeviceInputs> dev;
+  if (rf.c.raw) {
+    dev = inputs_to_device(rf.c);
+    lap(dev ? "inputs to the device, NaN/Inf scan there" : "widen to fp32");
+  }
   const CheckFileCase& c = rf.c;
   const NameAudit& names = rf.names;
   const KernelOutput out = rf.output();
-  Report r = judge(c.problem, c.inputs, out, rf.declared(opt), JudgeOptions{opt.max_rows, opt.error_maps, opt.oracle, opt.timings});
+  JudgeOptions jo{opt.max_rows, opt.error_maps, opt.oracle, opt.timings};
+  if (dev) jo.inputs_on_device = {&*dev, [&rf] { widen_raw_inputs(rf.c); }};
+  Report r = judge(c.problem, c.inputs, out, rf.declared(opt), jo);
   if (opt.timings) r.timings.insert(r.timings.begin(), timings.begin(), timings.end());
   r.repro = "flashcheck check " + shell_word(path.string());  // runs as printed, whatever the path holds
   if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");
@@ -92,6 +126,7 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     bo.error_maps = opt.error_maps;
     bo.tile_q = opt.tile_q, bo.tile_kv = opt.tile_kv;
     std::vector<std::pair<std::string, double>> parts;
+    widen_raw_inputs(rf.c);  // the backward's oracles read them here
     const BackwardExpected expected = make_backward_expected(c.problem, c.inputs, c.gradients->d_out, opt.oracle, &parts);
     backward_clock.lap("backward expected (oracle, baselines)");
     v.backward = verify_backward(c.problem, expected, c.gradients->kernel, bo);

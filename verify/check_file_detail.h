@@ -21,5 +21,8 @@ std::string file_position(const Problem& p, const Storage& st, Tensor t, int64_t
 // `name` is given, "tensor 'name'", and its position in the file, unless there is none.
 void refuse_nonfinite(const Problem& p, const Storage& st, Tensor t, const std::vector<float>& x,
                       const std::vector<int64_t>& shape, const std::string& name);
+// That refusal for the element at `at` (NaN or Inf).
+[[noreturn]] void refuse_nonfinite_at(const Problem& p, const Storage& st, Tensor t, int64_t at, bool nan,
+                                      const std::vector<int64_t>& shape, const std::string& name);
 
 }  // namespace flashcheck::check_file_detail

@@ -48,6 +48,14 @@ struct CheckFileGradients {
   KernelGradients kernel;    // dq, dk, dv in the gradient dtype (poison kept), dsinks when given
 };
 
+// A dense BHSD file's 16-bit q, k and v as read: their storage is the logical layout, so they go to
+// the device as they are (reference/gpu_oracle.h's DeviceInputs) and are widened to fp32 on the
+// host only if a step there reads them (widen_raw_inputs).
+struct RawInputs {
+  StTensor q, k, v;
+  bool nonfinite_unchecked = false;  // the NaN/Inf refusal is still to make (refuse_nonfinite_raw)
+};
+
 // A file read: everything the judge needs, in the logical layout.
 struct CheckFileCase {
   Problem problem;
@@ -58,6 +66,7 @@ struct CheckFileCase {
   std::optional<int64_t> padding_written; // poisoned padding of o/lse the kernel overwrote (KernelOutput)
   std::vector<std::string> notes;         // what was converted or not judged, for the report
   std::optional<CheckFileGradients> gradients;  // when the file holds do, dq, dk, dv
+  std::optional<RawInputs> raw;           // read with keep_raw: q, k, v here, inputs' q, k, v empty
 };
 
 // The gradient tensors of a file whose problem, inputs and storages (queries: q, o; keys: k, v)
@@ -73,8 +82,18 @@ std::optional<CheckFileGradients> read_check_gradients(SafetensorsFile& f, const
 // widened (files reach gigabytes). Throws CannotTest naming the tensor or metadata key at fault;
 // NaN/Inf in any input a row can see is refused unless `allow_nonfinite_inputs` (padding rows and
 // unused pages never count). `lap` (optional) is called after each phase, for --timings.
+// keep_raw: a dense BHSD file of bf16/f16 inputs whose keys are all used keeps q, k and v raw
+// (CheckFileCase::raw) and leaves their NaN/Inf refusal to refuse_nonfinite_raw; other files are
+// read as without it.
 CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs,
-                              const std::function<void(const char*)>& lap = {});
+                              const std::function<void(const char*)>& lap = {}, bool keep_raw = false);
+// c.inputs' q, k, v widened from c.raw (exactly), if they are not yet.
+void widen_raw_inputs(CheckFileCase& c);
+// read_check_case's refusal of the first NaN/Inf in c.raw's q, k, v, if one is there and it is
+// still to make. `first(t, n)` gives the index of tensor t's first non-finite element among its n
+// (n when none) — on the device where the tensors were uploaded; without it, a scan of the raw
+// patterns here.
+void refuse_nonfinite_raw(const CheckFileCase& c, const std::function<int64_t(Tensor, int64_t)>& first = {});
 
 struct CheckFileWriteOptions {
   int64_t pad_q = 0, pad_kv = 0;  // thd: padding tokens after the last sequence of q/o/lse and of k/v

@@ -140,9 +140,13 @@ void refuse_nonfinite(const Problem& p, const Storage& st, Tensor t, const std::
   for (int64_t j = 0; j < n; ++j)
     if (!std::isfinite(x[static_cast<size_t>(j)]) && j < first) first = j;
   if (first == n) return;
-  const float bad = x[static_cast<size_t>(first)];
-  throw CannotTest((name.empty() ? "input '" + std::string(to_string(t)) : "tensor '" + name) + "' holds " + (std::isnan(bad) ? "NaN" : "Inf") + " at " +
-                   file_position(p, st, t, first, shape) +
+  refuse_nonfinite_at(p, st, t, first, std::isnan(x[static_cast<size_t>(first)]), shape, name);
+}
+
+void refuse_nonfinite_at(const Problem& p, const Storage& st, Tensor t, int64_t at, bool nan,
+                         const std::vector<int64_t>& shape, const std::string& name) {
+  throw CannotTest((name.empty() ? "input '" + std::string(to_string(t)) : "tensor '" + name) + "' holds " +
+                   (nan ? "NaN" : "Inf") + " at " + file_position(p, st, t, at, shape) +
                    "; pass --allow-nonfinite-inputs to check NaN/Inf propagation instead");
 }
 }  // namespace check_file_detail
@@ -188,7 +192,8 @@ struct Sizes {
 };
 }  // namespace
 
-CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs, const std::function<void(const char*)>& lap) {
+CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs, const std::function<void(const char*)>& lap,
+                              bool keep_raw) {
   auto phase = [&](const char* name) {
     if (lap) lap(name);
   };
@@ -446,11 +451,19 @@ CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs, c
   const bool bhsd = p.layout == Layout::bhsd;
   const bool kv_same = bhsd && !paged && p.seqused_kv.empty();
   const auto q_shape = q.shape, k_shape = k.shape, v_shape = v.shape;
-  in.q = logical(st_q, Tensor::q, q, p.q_elems(), bhsd);
-  in.k = logical(st_kv, Tensor::k, k, p.k_elems(), kv_same);
-  in.v = logical(st_kv, Tensor::v, v, p.v_elems(), kv_same);
-  phase("widen to fp32");
-  if (!allow_nonfinite_inputs) {
+  if (keep_raw && kv_same && (p.dtype == DType::bf16 || p.dtype == DType::f16)) {
+    c.raw.emplace();
+    c.raw->q = std::move(q);
+    c.raw->k = std::move(k);
+    c.raw->v = std::move(v);
+    c.raw->nonfinite_unchecked = !allow_nonfinite_inputs;
+  } else {
+    in.q = logical(st_q, Tensor::q, q, p.q_elems(), bhsd);
+    in.k = logical(st_kv, Tensor::k, k, p.k_elems(), kv_same);
+    in.v = logical(st_kv, Tensor::v, v, p.v_elems(), kv_same);
+    phase("widen to fp32");
+  }
+  if (!allow_nonfinite_inputs && !c.raw) {
     // Only what some row can read: padding rows, unused pages and keys past seqused were left out.
     refuse_nonfinite(p, st_q, Tensor::q, in.q, q_shape, "");
     refuse_nonfinite(p, st_kv, Tensor::k, in.k, k_shape, "");
@@ -514,6 +527,37 @@ CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs, c
   c.gradients = read_check_gradients(f, p, st_q, st_kv, allow_nonfinite_inputs);
   if (c.gradients) phase("gather gradients");
   return c;
+}
+
+void widen_raw_inputs(CheckFileCase& c) {
+  if (!c.raw || !c.inputs.q.empty()) return;
+  c.inputs.q = c.raw->q.to_f32("q");
+  c.inputs.k = c.raw->k.to_f32("k");
+  c.inputs.v = c.raw->v.to_f32("v");
+}
+
+void refuse_nonfinite_raw(const CheckFileCase& c, const std::function<int64_t(Tensor, int64_t)>& first) {
+  if (!c.raw || !c.raw->nonfinite_unchecked) return;
+  const Problem& p = c.problem;
+  const bool bf16 = p.dtype == DType::bf16;
+  const uint16_t exponent = bf16 ? 0x7f80 : 0x7c00;  // all ones: NaN or ±Inf
+  auto bits = [](const StTensor& t) { return reinterpret_cast<const uint16_t*>(t.data.data()); };
+  auto host_first = [&](const StTensor& t, int64_t n) {  // over all threads: 10^9 elements
+    const uint16_t* x = bits(t);
+    int64_t at = n;
+#pragma omp parallel for reduction(min : at) schedule(static)
+    for (int64_t j = 0; j < n; ++j)
+      if ((x[j] & exponent) == exponent && j < at) at = j;
+    return at;
+  };
+  const Storage st(p, c.inputs, 0);  // dense BHSD: the logical layout is the storage
+  for (auto [t, raw] : {std::pair{Tensor::q, &c.raw->q}, {Tensor::k, &c.raw->k}, {Tensor::v, &c.raw->v}}) {
+    const int64_t n = raw->numel();
+    const int64_t at = first ? first(t, n) : host_first(*raw, n);
+    if (at >= n) continue;
+    const uint16_t h = bits(*raw)[at];
+    refuse_nonfinite_at(p, st, t, at, (h & (bf16 ? 0x7f : 0x3ff)) != 0, raw->shape, "");
+  }
 }
 
 }  // namespace flashcheck

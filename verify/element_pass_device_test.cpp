@@ -4,8 +4,10 @@
 // (element_pass_emulated_test), which executes the very same kernel code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -14,6 +16,9 @@
 #include "reference/inputs.h"
 #include "reference/mask.h"
 #include "testing/test_seed.h"
+#include "reference/naive.h"
+#include "verify/check_file.h"
+#include "verify/check_file_format.h"
 #include "verify/criteria.h"
 #include "verify/element_pass_device.h"
 #include "verify/metrics.h"
@@ -105,7 +110,11 @@ Case draw(uint64_t seed, const Problem& p, Flavor f, bool flash) {
       c.kernel[e] = i % 2 ? INFINITY : -INFINITY;
     }
     for (int i = 0; i < 10; ++i) c.kernel[at()] = 7.5f;  // large errors: the worst element moves
-    for (int i = 0; i < 3; ++i) c.ref.baseline[at()] = INFINITY;
+    for (int i = 0; i < 3; ++i) {  // an overflowed baseline where elements are compared: rows that see keys
+      size_t e = at();
+      while (visible_range(p, 0, static_cast<int64_t>(e) / dv % per_head).empty() || !std::isfinite(c.ref.oracle.o[e])) e = at();
+      c.ref.baseline[e] = INFINITY;
+    }
     for (int64_t r = 0; r < all_rows; ++r)  // some rows that see no key written non-zero
       if (visible_range(p, 0, r % per_head).empty() && g() % 4 == 0) c.kernel[static_cast<size_t>(r * dv)] = 0.25f;
   }
@@ -289,6 +298,133 @@ TEST(DevicePass, JudgesAResidentExpectedAsTheHostJudgesItsCopy) {
   const Report rd = verify_output(p, away, kernel, std::nullopt, opt);
   EXPECT_EQ(to_json(rh).dump(), to_json(rd).dump()) << "seed " << seed;
   EXPECT_GT(rh.compared, 0);
+}
+
+// Inputs on the device (make_expected's InputsOnDevice: a check file's raw tensors) give the
+// Expected the host's fp32 inputs give, bit for bit — oracle, baselines, score bounds, unresolved
+// rows — and are widened on the host only for a step there: unresolved rows' contenders, the CPU
+// flash baseline of a small problem, the CPU oracle.
+void expect_same_expected(Expected a, Expected b, const std::string& what) {
+  if (a.resident) bring_home(a);
+  if (b.resident) bring_home(b);
+  auto same = [&](const auto& x, const auto& y, const char* name) {
+    ASSERT_EQ(x.size(), y.size()) << name << ", " << what;
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])), 0) << name << " differs, " << what;
+  };
+  same(a.oracle.o, b.oracle.o, "oracle O");
+  same(a.oracle.lse, b.oracle.lse, "oracle LSE");
+  same(a.baseline, b.baseline, "baseline");
+  same(a.flash_baseline, b.flash_baseline, "flash baseline");
+  same(a.score_bound, b.score_bound, "score bounds");
+  ASSERT_EQ(a.unresolved.size(), b.unresolved.size()) << what;
+  for (size_t i = 0; i < a.unresolved.size(); ++i) {
+    EXPECT_EQ(a.unresolved[i].index, b.unresolved[i].index) << what;
+    EXPECT_EQ(a.unresolved[i].contenders, b.unresolved[i].contenders) << what;
+    same(a.unresolved[i].lo, b.unresolved[i].lo, "an unresolved row's low values");
+    same(a.unresolved[i].hi, b.unresolved[i].hi, "an unresolved row's high values");
+  }
+}
+
+TEST(DevicePass, InputsOnTheDeviceGiveTheSameExpected) {
+  SKIP_WITHOUT_DEVICE();
+  const uint64_t seed = testing::seed_for(2604);
+  struct Run {
+    DType dt;
+    Dist dist;
+    OracleChoice oracle;
+    bool keep;
+    bool widens;  // whether a step on the host needs the fp32 inputs
+  };
+  // A small problem's flash baseline runs on the host (so it widens, once), as do large inputs'
+  // unresolved rows and the CPU oracle; on a device, one past kGpuOracleWork (no flash baseline)
+  // never widens.
+  std::vector<Run> runs = {{DType::bf16, Dist::normal, OracleChoice::gpu, true, true},
+                           {DType::bf16, Dist::large, OracleChoice::gpu, false, true},
+                           {DType::bf16, Dist::outlier_keys, OracleChoice::cpu, false, true}};
+  if (!kEmulated) runs.push_back({DType::bf16, Dist::normal, OracleChoice::automatic, true, false});
+  for (const Run& run : runs) {
+    Problem p = problem(run.dt, 2, 4, 90, 70, 40, Causal::bottom_right);
+    if (!run.widens) p = problem(run.dt, 1, 16, 2048, 2048, 128, Causal::none);  // 1.7e10 multiply-adds
+    p.heads_kv = 2;
+    p.head_dim_qk = run.widens ? 48 : 128;
+    Inputs in = make_inputs(p, seed, run.dist);
+    if (run.dist == Dist::large)  // keys in equal pairs: huge scores whose max always ties (unresolved rows)
+      for (size_t r = 1; r < in.k.size() / static_cast<size_t>(p.head_dim_qk); r += 2)
+        std::copy_n(in.k.begin() + static_cast<std::ptrdiff_t>((r - 1) * p.head_dim_qk), p.head_dim_qk,
+                    in.k.begin() + static_cast<std::ptrdiff_t>(r * p.head_dim_qk));
+    const std::string what = "seed " + std::to_string(seed) + " " + std::string(to_string(run.dt)) + " " +
+                             std::string(to_string(run.dist));
+    const RowSet rows = RowSet::all(p);
+    const Expected host = make_expected(p, in, rows, run.oracle, run.keep);
+    const DeviceInputs dev = upload_device_inputs(p, in);
+    Inputs lazy = in;
+    lazy.q.clear(), lazy.k.clear(), lazy.v.clear();
+    int widened = 0;
+    const InputsOnDevice on_device{&dev, [&] {
+                                     ++widened;
+                                     lazy.q = in.q, lazy.k = in.k, lazy.v = in.v;
+                                   }};
+    const Expected away = make_expected(p, lazy, rows, run.oracle, run.keep, on_device);
+    EXPECT_EQ(widened, run.widens ? 1 : 0) << what;
+    if (run.dist == Dist::large) EXPECT_FALSE(host.unresolved.empty()) << what << ": no unresolved rows to compare";
+    expect_same_expected(host, away, what);
+  }
+}
+
+// `check` end to end with the GPU oracle: a file's 16-bit inputs go to the device as read
+// (check_file.cpp), and the report is the plain read's judged by the same oracle; a NaN among them
+// is refused with the plain read's message, and checked like it when allowed.
+TEST(DevicePass, ACheckFilesInputsOnTheDeviceGiveThePlainReadsReport) {
+  SKIP_WITHOUT_DEVICE();
+  const uint64_t seed = testing::seed_for(2605);
+  std::mt19937_64 g(seed);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fc_raw_" + std::to_string(seed));
+  std::filesystem::create_directories(dir);
+  for (int trial = 0; trial < 3; ++trial) {
+    Problem p = problem(trial == 1 ? DType::f16 : DType::bf16, 2, 4, 72, 80, 32, Causal::bottom_right);
+    p.heads_kv = 2;
+    Inputs in = make_inputs(p, g(), Dist::normal);
+    const std::string what = "seed " + std::to_string(seed) + " trial " + std::to_string(trial);
+    const OracleResult truth = naive_attention(p, in);
+    std::vector<float> o(truth.o.size());
+    for (size_t e = 0; e < o.size(); ++e)
+      o[e] = round_to(p.dtype, static_cast<float>(truth.o[e] * (1 + 0x1p-9 * static_cast<double>(g() % 3))));
+    std::vector<float> lse(truth.lse.begin(), truth.lse.end());
+    if (trial == 2) in.v[g() % in.v.size()] = NAN;  // refused, or propagated when allowed
+    const SafetensorsFile f = make_check_file(p, in, o, &lse);
+    const std::filesystem::path path = dir / ("case" + std::to_string(trial) + ".safetensors");
+    write_safetensors(path, f);
+    for (bool allow : {false, true}) {
+      CheckFileOptions opt;
+      opt.oracle = OracleChoice::gpu;
+      opt.allow_nonfinite_inputs = allow;
+      SafetensorsFile plain_f = f;
+      std::string want_refusal, got_refusal;
+      std::optional<Report> want;
+      try {
+        const CheckFileCase c = read_check_case(plain_f, allow);
+        KernelOutput out{c.o, std::nullopt, std::nullopt, c.padding_written};
+        if (c.lse) out.lse = *c.lse;
+        want = judge(c.problem, c.inputs, out, c.declared, JudgeOptions{opt.max_rows, false, OracleChoice::gpu, false});
+      } catch (const CannotTest& e) {
+        want_refusal = e.what();
+      }
+      std::optional<CheckFileVerdict> got;
+      try {
+        got = check_file(path, opt);
+      } catch (const CannotTest& e) {
+        got_refusal = e.what();
+      }
+      EXPECT_EQ(got_refusal, want_refusal) << what << (allow ? " allowed" : "");
+      ASSERT_EQ(got.has_value(), want.has_value()) << what;
+      if (!got) continue;
+      Report r = got->forward;
+      r.repro = want->repro, r.notes = want->notes;
+      EXPECT_EQ(to_json(r).dump(), to_json(*want).dump()) << what << (allow ? " allowed" : "");
+      EXPECT_GT(r.compared, 0) << what;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

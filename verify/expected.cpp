@@ -193,7 +193,8 @@ MatD widened_keys(const Problem& p, const Inputs& in, const Sequences& seqs, int
 // does. Softcap only shrinks score differences (tanh is 1-Lipschitz), so δ still bounds the error
 // of a capped score. A sink within reach of the max takes weight too, with the value 0: it joins
 // the contenders as a zero row.
-void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
+// need_host: called before in's q, k, v are first read (InputsOnDevice::widen).
+void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r, const std::function<void()>& need_host) {
   const RowSet& rs = r.oracle.rows;
   const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hq = p.heads_q;
   const double rounding = std::max(score_rounding(dqk), r.score_error), scale = p.softmax_scale();
@@ -203,6 +204,7 @@ void find_unresolved_rows(const Problem& p, const Inputs& in, Expected& r) {
   bool any = false;
   for (size_t i = 0; i < r.score_bound.size() && !any; ++i) any = candidate(i);
   if (!any) return;
+  need_host();
   const Sequences seqs(p);
   constexpr int64_t kBlock = 128;  // candidate rows per GEMM
   const int64_t kv_heads = p.batch * p.heads_kv;
@@ -310,9 +312,11 @@ struct FlashBaseline {
   std::vector<float> o;
   const char* phase = nullptr;  // where it ran, for Expected::timings; null: not computed
 };
-FlashBaseline flash_baseline(const Problem& p, const Inputs& in, const RowSet& rows, bool gpu_oracle) {
+FlashBaseline flash_baseline(const Problem& p, const Inputs& in, const RowSet& rows, bool gpu_oracle,
+                             const std::function<void()>& need_host) {
   const bool cheap = oracle_work(p, rows) < kGpuOracleWork;
   if (!cheap && p.dtype != DType::f32 && !is_fp8(p.dtype)) return {};
+  need_host();
   ReplicaConfig cfg;
   cfg.block_q = cfg.block_kv = 64;
   cfg.round_p = p.dtype != DType::f32;
@@ -351,9 +355,19 @@ void add_gpu_timing(std::vector<std::pair<std::string, double>>& timings, const 
     timings.emplace_back(prefix + name, ms / 1e3);
 }
 
-Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle, bool keep_on_device) {
+Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle, bool keep_on_device,
+                       const InputsOnDevice& on_device) {
   Expected r;
   const bool gpu = oracle_on_gpu(p, rows, oracle);
+  // The inputs on the device serve the GPU's calls; any step on the CPU first has them widened here.
+  const DeviceInputs* dev = gpu ? on_device.device : nullptr;
+  bool host_ready = on_device.device == nullptr;
+  const std::function<void()> need_host = [&] {
+    if (host_ready) return;
+    on_device.widen();
+    host_ready = true;
+  };
+  if (!dev) need_host();
   PhaseTimer clock(r.timings);
   auto lap = [&](const char* phase) { clock.lap(phase); };
   // Where a GPU call's wall time went: sub-phases, indented, that the callers' totals skip.
@@ -362,12 +376,12 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
   if (gpu && keep_on_device && resident_fits(p, rows)) {
     try {
       resident = std::make_shared<ResidentExpected>();
-      ResidentOracle o = naive_attention_gpu_resident(p, in, rows);
+      ResidentOracle o = naive_attention_gpu_resident(p, in, rows, dev);
       r.oracle = std::move(o.host);
       resident->oracle_o = std::move(o.o);
       lap("oracle (GPU, kept there)");
       gpu_parts("oracle");
-      resident->baseline = dtype_baseline_gpu_resident(p, in, rows);
+      resident->baseline = dtype_baseline_gpu_resident(p, in, rows, dev);
       lap("baseline (GPU, kept there)");
       gpu_parts("baseline");
     } catch (const OracleDoesNotFit& e) {
@@ -375,10 +389,10 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
     }
   } else if (gpu) {
     try {
-      r.oracle = naive_attention_gpu(p, in, rows);
+      r.oracle = naive_attention_gpu(p, in, rows, dev);
       lap("oracle (GPU)");
       gpu_parts("oracle");
-      r.baseline = dtype_baseline_gpu(p, in, rows);
+      r.baseline = dtype_baseline_gpu(p, in, rows, dev);
       lap("baseline (GPU)");
       gpu_parts("baseline");
     } catch (const OracleDoesNotFit& e) {
@@ -399,6 +413,21 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
     for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
     return std::sqrt(s);
   };
+  // Inputs on the device: every row's norm computed there, the same sums (reference/gpu_oracle.h's
+  // row_norms), 16 MB of them downloaded instead of 1 GB of q and k read here.
+  std::vector<double> q_norms, k_norms;
+  if (dev) {
+    q_norms = row_norms(dev->q, dev->dtype, p.q_elems() / dqk, dqk);
+    k_norms = row_norms(dev->k, dev->dtype, p.k_elems() / dqk, dqk);
+  }
+  auto q_norm = [&](int64_t b, int64_t h, int64_t i) {
+    const int64_t at = seqs.q_row(b, h, i);
+    return dev ? q_norms[static_cast<size_t>(at / dqk)] : norm(&in.q[static_cast<size_t>(at)], dqk);
+  };
+  auto k_norm = [&](int64_t b, int64_t hk, int64_t j) {
+    const int64_t at = seqs.k_row(b, hk, j);
+    return dev ? k_norms[static_cast<size_t>(at / dqk)] : norm(&in.k[static_cast<size_t>(at)], dqk);
+  };
   const bool fp8 = is_fp8(p.dtype);
   // One KV head per iteration, over all threads: at production sizes this reads every q and k.
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
@@ -407,7 +436,7 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
       const int64_t skv = seqs.skv(b);
       const double k_mul = fp8 ? descale_of(p, in.descale_k, b, hk) : 1.0, q_mul = fp8 ? descale_of(p, in.descale_q, b, hk) : 1.0;
       std::vector<double> kn(static_cast<size_t>(skv));
-      for (int64_t j = 0; j < skv; ++j) kn[static_cast<size_t>(j)] = k_mul * norm(&in.k[static_cast<size_t>(seqs.k_row(b, hk, j))], dqk);
+      for (int64_t j = 0; j < skv; ++j) kn[static_cast<size_t>(j)] = k_mul * k_norm(b, hk, j);
       const RangeMax kmax(std::move(kn));
       for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
         // ALiBi adds up to slope · (the row's largest key distance) to a score: part of its magnitude.
@@ -418,7 +447,7 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
           const KeyRange vis = visible_range(p, b, i);
           double bound = 0;
           if (!vis.empty()) {
-            const double qn = q_mul * norm(&in.q[static_cast<size_t>(seqs.q_row(b, h, i))], dqk);
+            const double qn = q_mul * q_norm(b, h, i);
             const int64_t center = p.alibi == Alibi::signed_ ? i : i + d;
             const double far = static_cast<double>(std::max(std::llabs(center - vis.lo), std::llabs(center - (vis.hi - 1))));
             bound = std::fabs(p.softmax_scale()) * qn * kmax(vis.lo, vis.hi) + slope * far;
@@ -428,9 +457,9 @@ Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, O
       }
     }
   lap("score bounds");
-  find_unresolved_rows(p, in, r);
+  find_unresolved_rows(p, in, r, need_host);
   if (!r.unresolved.empty()) lap("unresolved rows");
-  FlashBaseline fb = flash_baseline(p, in, r.oracle.rows, gpu);
+  FlashBaseline fb = flash_baseline(p, in, r.oracle.rows, gpu, need_host);
   if (fb.phase) {
     r.flash_baseline = std::move(fb.o);
     lap(fb.phase);

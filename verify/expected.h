@@ -2,6 +2,7 @@
 // the same-dtype baselines its error is scaled by, and the per-row score bounds LSE is judged with.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -77,11 +78,21 @@ double fp8_score_accumulation(int64_t head_dim_qk);
 // (reference/gpu_oracle.h), or the GPU's for problems of at least kGpuOracleWork when one is usable.
 enum class OracleChoice { automatic, cpu, gpu };
 inline constexpr double kGpuOracleWork = 2e9;  // B·Hq·rows·Skv·(Dqk+Dv) from which `automatic` picks the GPU
+// q, k and v already on the device (a check file's raw 16-bit tensors: reference/gpu_oracle.h's
+// DeviceInputs), the fp32 host copy made only if a step on the CPU reads them. A production-size
+// check then widens nothing: the GPU oracle and baseline gather from `device`, the score bounds'
+// norms are computed there; only the CPU oracle, unresolved rows' contenders and the CPU flash
+// baseline call `widen`, which fills the q, k, v of the Inputs given beside this (empty until then).
+struct DeviceInputs;
+struct InputsOnDevice {
+  const DeviceInputs* device = nullptr;
+  std::function<void()> widen;
+};
 // keep_on_device: where the oracle runs on the GPU, its O and the baselines stay in device memory
 // (Expected::resident) unless unresolved rows need them here; verify_output then judges them there.
 // Only for problems device_element_pass_unsupported (element_pass_device.h) accepts.
 Expected make_expected(const Problem& p, const Inputs& in, const RowSet& rows, OracleChoice oracle = OracleChoice::cpu,
-                       bool keep_on_device = false);
+                       bool keep_on_device = false, const InputsOnDevice& on_device = {});
 // Whether `oracle` puts the fp64 oracle (and its baselines) on the GPU for these rows: `gpu` always
 // (CannotTest naming why when no GPU oracle is usable), `automatic` from kGpuOracleWork on when one is.
 bool oracle_on_gpu(const Problem& p, const RowSet& rows, OracleChoice oracle);

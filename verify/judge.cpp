@@ -24,7 +24,7 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   // Where the oracle runs on the GPU its O stays there and is judged there (element_pass_device.h):
   // a production-size check then moves no fp64 output to the host.
   const bool keep_on_device = !device_element_pass_unsupported(p, opt.error_maps);
-  Expected expected = make_expected(p, in, rows, opt.oracle, keep_on_device);
+  Expected expected = make_expected(p, in, rows, opt.oracle, keep_on_device, opt.inputs_on_device);
   std::vector<std::pair<std::string, double>> criteria_time;
   PhaseTimer clock(criteria_time);
   // Every row: the kernel's O in the logical layout is already the oracle's row order, so it is

@@ -47,6 +47,7 @@ struct JudgeOptions {
   bool error_maps = false;             // also fill Report::maps, for the HTML page (verify/report_html.h)
   OracleChoice oracle = OracleChoice::automatic;  // CPU, GPU, or the GPU for large problems when present
   bool timings = false;                           // fill Report::timings
+  InputsOnDevice inputs_on_device;  // q, k, v already on the device, `in`'s widened on demand (expected.h)
 };
 
 // Samples rows per sequence (all when Sq ≤ max_rows), builds what is expected of them, restricts the

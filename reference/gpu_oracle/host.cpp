@@ -1,6 +1,6 @@
 // Host side of the GPU oracle's forward calls (naive_attention_gpu, dtype_baseline_gpu): transfers
-// and launches per piece, over pieces.h's tiles and packing. The layout the kernels rely on is
-// kernels.h's.
+// and launches per piece, over pieces.h's tiles and packing (or gathers from DeviceInputs, also
+// here). The layout the kernels rely on is kernels.h's.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -21,6 +21,24 @@ struct Outputs {
   std::vector<float>* o32 = nullptr;   // baseline
   void* resident = nullptr;            // device: O of either kind left there instead of o / o32
 };
+
+// The piece's q, k, v gathered from j.dev into in's buffers (carved by upload_inputs, which had no
+// host copies to upload), after its source-row lists (the arena's last two buffers).
+template <typename U>
+void gather_inputs(const Job& j, Carve& c, const std::vector<int64_t>& sz, const Packed<U>& h, const PieceInputs& in,
+                   cudaStream_t st) {
+  auto* qrow = c.take<int64_t>(sz[10]);
+  auto* kvrow = c.take<int64_t>(sz[11]);
+  upload(qrow, h.qrow.data(), h.qrow.size() * sizeof(int64_t), st);
+  upload(kvrow, h.kvrow.data(), h.kvrow.size() * sizeof(int64_t), st);
+  const auto* q = static_cast<const uint16_t*>(j.dev->q.data());
+  const auto* k = static_cast<const uint16_t*>(j.dev->k.data());
+  const auto* v = static_cast<const uint16_t*>(j.dev->v.data());
+  const int64_t nq = static_cast<int64_t>(h.qrow.size()), nkv = static_cast<int64_t>(h.kvrow.size());
+  go::launch_gather_rows(j.elem, q, j.p.head_dim_qk, qrow, nq, j.dqk_pad, static_cast<uint16_t*>(in.q), st);
+  go::launch_gather_rows(j.elem, k, j.p.head_dim_qk, kvrow, nkv, j.dqk_pad, static_cast<uint16_t*>(in.k), st);
+  go::launch_gather_rows(j.elem, v, j.p.head_dim_v, kvrow, nkv, j.dv_pad, static_cast<uint16_t*>(in.v), st);
+}
 
 template <typename U>
 void run_pieces(Job& j, Outputs out) {
@@ -53,6 +71,7 @@ void run_pieces(Job& j, Outputs out) {
     void* d_pmax = c.take<void>(sz[7]);
     void* d_o = c.take<void>(sz[8]);
     void* d_stats = c.take<void>(sz[9]);
+    if (j.dev) gather_inputs(j, c, sz, h, in, se.stream);
     poison(d_o, sz[8], se.stream);
     poison(d_stats, sz[9], se.stream);
     FCO_CUDA(cudaStreamSynchronize(se.stream));
@@ -150,10 +169,10 @@ std::optional<std::string> gpu_oracle_unavailable() {
   return why;
 }
 
-OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSet& rows) {
+OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSet& rows, const DeviceInputs* dev) {
   const auto t0 = Clock::now();
   t_last = {};
-  check_call(p, in, rows, "naive_attention_gpu");
+  check_call(p, in, rows, "naive_attention_gpu", dev);
   require_available();
   OracleResult r;
   r.rows = rows;
@@ -167,7 +186,7 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, const RowSe
   r.lse.resize(static_cast<size_t>(rows.total() * p.heads_q));
   t_last.result_alloc_ms = ms_since(t0);
   if (rows.total() == 0) return r;
-  Job j(p, in, Pipeline::oracle, rows);
+  Job j(p, in, Pipeline::oracle, rows, dev);
   run(j, {&r.o, &r.lse, nullptr}, t0);
   return r;
 }
@@ -177,23 +196,24 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<c
   return naive_attention_gpu(p, in, RowSet::same(p, rows));
 }
 
-std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const RowSet& rows) {
+std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, const RowSet& rows, const DeviceInputs* dev) {
   const auto t0 = Clock::now();
   t_last = {};
-  check_call(p, in, rows, "dtype_baseline_gpu");
+  check_call(p, in, rows, "dtype_baseline_gpu", dev);
   require_available();
   std::vector<float> o = big_vector<float>(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v));
   t_last.result_alloc_ms = ms_since(t0);
   if (rows.total() == 0) return o;
-  Job j(p, in, Pipeline::baseline, rows);
+  Job j(p, in, Pipeline::baseline, rows, dev);
   run(j, {nullptr, nullptr, &o}, t0);
   return o;
 }
 
-ResidentOracle naive_attention_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows) {
+ResidentOracle naive_attention_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows,
+                                            const DeviceInputs* dev) {
   const auto t0 = Clock::now();
   t_last = {};
-  check_call(p, in, rows, "naive_attention_gpu_resident");
+  check_call(p, in, rows, "naive_attention_gpu_resident", dev);
   require_available();
   ResidentOracle r;
   r.host.rows = rows;
@@ -201,20 +221,20 @@ ResidentOracle naive_attention_gpu_resident(const Problem& p, const Inputs& in, 
   r.o = DeviceArray(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v) * sizeof(double));
   t_last.result_alloc_ms = ms_since(t0);
   if (rows.total() == 0) return r;
-  Job j(p, in, Pipeline::oracle, rows);
+  Job j(p, in, Pipeline::oracle, rows, dev);
   run(j, {nullptr, &r.host.lse, nullptr, r.o.data()}, t0);
   return r;
 }
 
-DeviceArray dtype_baseline_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows) {
+DeviceArray dtype_baseline_gpu_resident(const Problem& p, const Inputs& in, const RowSet& rows, const DeviceInputs* dev) {
   const auto t0 = Clock::now();
   t_last = {};
-  check_call(p, in, rows, "dtype_baseline_gpu_resident");
+  check_call(p, in, rows, "dtype_baseline_gpu_resident", dev);
   require_available();
   DeviceArray o(static_cast<size_t>(rows.total() * p.heads_q * p.head_dim_v) * sizeof(float));
   t_last.result_alloc_ms = ms_since(t0);
   if (rows.total() == 0) return o;
-  Job j(p, in, Pipeline::baseline, rows);
+  Job j(p, in, Pipeline::baseline, rows, dev);
   run(j, {nullptr, nullptr, nullptr, o.data()}, t0);
   return o;
 }
@@ -244,6 +264,81 @@ void DeviceArray::download(void* host, size_t bytes, size_t offset) const {
   if (!bytes) return;
   FCO_CUDA(cudaMemcpyAsync(host, static_cast<const char*>(p_) + offset, bytes, cudaMemcpyDeviceToHost, nullptr));
   FCO_CUDA(cudaDeviceSynchronize());
+}
+
+// ── DeviceInputs (reference/gpu_oracle.h): the raw 16-bit tensors uploaded once, and the input passes
+// over them where they lie (input_kernels.cu). Here, beside DeviceArray, so that the emulated build
+// links them wherever it links the oracle.
+
+namespace {
+
+go::Elem elem_of(DType d, const char* who) {
+  if (d == DType::bf16) return go::Elem::bf16;
+  if (d == DType::f16) return go::Elem::f16;
+  throw std::invalid_argument(std::string(who) + ": device inputs are bf16 or f16, not " + std::string(to_string(d)));
+}
+
+DeviceArray upload16(std::span<const uint16_t> x) {
+  DeviceArray a(x.size_bytes());
+  a.upload(x.data(), x.size_bytes());
+  return a;
+}
+
+}  // namespace
+
+DeviceInputs upload_device_inputs(DType dtype, std::span<const uint16_t> q, std::span<const uint16_t> k,
+                                  std::span<const uint16_t> v) {
+  (void)elem_of(dtype, "upload_device_inputs");
+  if (auto why = gpu_oracle_unavailable()) throw std::runtime_error("GPU oracle unavailable: " + *why);
+  DeviceInputs d;
+  d.dtype = dtype;
+  d.q = upload16(q);
+  d.k = upload16(k);
+  d.v = upload16(v);
+  return d;
+}
+
+DeviceInputs upload_device_inputs(const Problem& p, const Inputs& in) {
+  (void)elem_of(p.dtype, "upload_device_inputs");
+  auto narrow = [&](const std::vector<float>& x, const char* name) {
+    std::vector<uint16_t> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      out[i] = p.dtype == DType::bf16 ? f32_to_bf16_bits(x[i]) : f32_to_f16_bits(x[i]);
+      const float back = p.dtype == DType::bf16 ? bf16_bits_to_f32(out[i]) : f16_bits_to_f32(out[i]);
+      if (back != x[i] && !(x[i] != x[i]))
+        throw std::invalid_argument(std::string("upload_device_inputs: ") + name + "[" + std::to_string(i) + "] = " +
+                                    std::to_string(x[i]) + " is not a " + std::string(to_string(p.dtype)) + " value");
+    }
+    return out;
+  };
+  const std::vector<uint16_t> q = narrow(in.q, "q"), k = narrow(in.k, "k"), v = narrow(in.v, "v");
+  return upload_device_inputs(p.dtype, q, k, v);
+}
+
+int64_t first_nonfinite(const DeviceArray& x, DType dtype, int64_t n) {
+  const go::Elem e = elem_of(dtype, "first_nonfinite");
+  if (n < 0 || static_cast<size_t>(n) * 2 > x.bytes()) throw std::invalid_argument("first_nonfinite: n is past the array");
+  if (n == 0) return 0;
+  DeviceArray first(sizeof(unsigned long long));
+  const unsigned long long none = static_cast<unsigned long long>(n);
+  first.upload(&none, sizeof none);
+  go::launch_first_nonfinite(e, static_cast<const uint16_t*>(x.data()), n, static_cast<unsigned long long*>(first.data()),
+                             nullptr);
+  unsigned long long at = 0;
+  first.download(&at, sizeof at);  // synchronous: the launch above has finished
+  return static_cast<int64_t>(at);
+}
+
+std::vector<double> row_norms(const DeviceArray& x, DType dtype, int64_t rows, int64_t width) {
+  const go::Elem e = elem_of(dtype, "row_norms");
+  if (rows < 0 || width < 0 || static_cast<size_t>(rows) * static_cast<size_t>(width) * 2 > x.bytes())
+    throw std::invalid_argument("row_norms: rows × width is past the array");
+  std::vector<double> out(static_cast<size_t>(rows));
+  if (rows == 0) return out;
+  DeviceArray norms(out.size() * sizeof(double));
+  go::launch_row_norms(e, static_cast<const uint16_t*>(x.data()), rows, width, static_cast<double*>(norms.data()), nullptr);
+  norms.download(out.data(), out.size() * sizeof(double));
+  return out;
 }
 
 std::vector<float> dtype_baseline_gpu(const Problem& p, const Inputs& in, std::span<const int64_t> rows) {

@@ -37,16 +37,16 @@ void run_backward_pieces(Job& j, Result res) {
   timing.alloc_ms += ms_since(t0);
 
   Packed<U> h;
-  std::vector<const float*> dosrc;
+  std::vector<int64_t> dorow;
   UninitVector<float> h_do;
   std::vector<double> h_dk, h_dv, h_sink;
   for (const Piece& pc : pieces) {
     t0 = Clock::now();
     pack_piece(j, pc, h);
-    dosrc.assign(h.rows.size(), nullptr);
+    dorow.assign(h.rows.size(), -1);
     for (size_t x = 0; x < h.rows.size(); ++x)
-      if (h.rows[x].out >= 0) dosrc[x] = res.d_out.data() + (pc.out0 + h.rows[x].out) * dv;
-    pack(h_do, dosrc, j.dv_pad, dv, DType::f32);  // dO exactly as given: fp32 rows
+      if (h.rows[x].out >= 0) dorow[x] = pc.out0 + h.rows[x].out;
+    pack(h_do, dorow, res.d_out.data(), j.dv_pad, dv, DType::f32);  // dO exactly as given: fp32 rows
     timing.pack_ms += ms_since(t0);
 
     const std::vector<int64_t> sz = piece_buffers(j, pc);
@@ -89,7 +89,7 @@ void run_backward_pieces(Job& j, Result res) {
     // dQ rows are the piece's result rows, contiguous in the logical layout (every row, RowSet
     // order); dK, dV and the sinks' parts are added where they belong.
     t0 = Clock::now();
-    const int64_t kv_rows = static_cast<int64_t>(h.ksrc.size());
+    const int64_t kv_rows = static_cast<int64_t>(h.kvrow.size());
     h_dk.resize(static_cast<size_t>(kv_rows * dqk));
     h_dv.resize(static_cast<size_t>(kv_rows * dv));
     h_sink.resize(static_cast<size_t>(pc.out_rows));
@@ -103,14 +103,12 @@ void run_backward_pieces(Job& j, Result res) {
     // construction); every real one is its (sequence, KV head, key)'s own row of Inputs::k / v.
 #pragma omp parallel for schedule(static)
     for (int64_t x = 0; x < kv_rows; ++x) {
-      if (const float* src = h.ksrc[static_cast<size_t>(x)]) {
-        double* to = r.dk.data() + (src - j.in.k.data());
-        for (int64_t col = 0; col < dqk; ++col) to[col] += h_dk[static_cast<size_t>(x * dqk + col)];
-      }
-      if (const float* src = h.vsrc[static_cast<size_t>(x)]) {
-        double* to = r.dv.data() + (src - j.in.v.data());
-        for (int64_t col = 0; col < dv; ++col) to[col] += h_dv[static_cast<size_t>(x * dv + col)];
-      }
+      const int64_t row = h.kvrow[static_cast<size_t>(x)];
+      if (row < 0) continue;
+      double* to_k = r.dk.data() + row * dqk;
+      for (int64_t col = 0; col < dqk; ++col) to_k[col] += h_dk[static_cast<size_t>(x * dqk + col)];
+      double* to_v = r.dv.data() + row * dv;
+      for (int64_t col = 0; col < dv; ++col) to_v[col] += h_dv[static_cast<size_t>(x * dv + col)];
     }
     if (p.sinks)
       for (const go::Row& row : h.rows)

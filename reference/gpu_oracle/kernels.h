@@ -126,6 +126,17 @@ void launch_baseline_stats(const float* s, const float* pmax, float* m, float* l
 void launch_baseline_pv(Elem e, Round r, const float* s, const float* m, const float* l, const void* v, float* o,
                         const Geom& g, cudaStream_t st);
 
+// DeviceInputs' kernels (input_kernels.cu), over 16-bit patterns of Elem f16 or bf16:
+//  gather:    dst [n][width_pad] with row r = source row src_row[r] of src [..][width], each element
+//             narrow(widen(x)) (a signalling NaN quieted, as the host's packing does), columns
+//             past width zero; src_row[r] < 0: a zero row. The piece's q, k, v of kernels.h's layout.
+//  nonfinite: *first = min(*first, index of every NaN or ±Inf among x[0, n)).
+//  norms:     out[r] = sqrt(Σ_c widen(x[r][c])²) in fp64, column order.
+void launch_gather_rows(Elem e, const uint16_t* src, int64_t width, const int64_t* src_row, int64_t n,
+                        int64_t width_pad, uint16_t* dst, cudaStream_t st);
+void launch_first_nonfinite(Elem e, const uint16_t* x, int64_t n, unsigned long long* first, cudaStream_t st);
+void launch_row_norms(Elem e, const uint16_t* x, int64_t rows, int64_t width, double* out, cudaStream_t st);
+
 // Kernel images for this device exist (false: e.g. a GPU older than sm_80).
 bool kernels_loadable(cudaError_t* why);
 

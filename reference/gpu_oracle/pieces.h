@@ -103,9 +103,12 @@ struct Job {
   int64_t elem_bytes = 4;
   int64_t dqk_pad = 0, dv_pad = 0;
   std::vector<HostTile> tiles;
+  // q, k, v already on the device (the forward pipelines only): each piece gathers its rows there
+  // (gather_inputs) instead of packing in's on the host and uploading them.
+  const DeviceInputs* dev = nullptr;
 
-  Job(const Problem& p_, const Inputs& in_, Pipeline pl, const RowSet& r)
-      : p(p_), in(in_), pipeline(pl), rows(r), seqs(p_),
+  Job(const Problem& p_, const Inputs& in_, Pipeline pl, const RowSet& r, const DeviceInputs* d = nullptr)
+      : p(p_), in(in_), pipeline(pl), rows(r), seqs(p_), dev(d),
         tm(pl == Pipeline::baseline ? go::kBaselineTile : go::kOracleTile) {}
   bool oracle() const { return pipeline == Pipeline::oracle; }
   // Entry e of (b, hk): its query head and query row.
@@ -201,6 +204,7 @@ struct PieceSize {
     if (j.pipeline != Pipeline::backward) {
       b.push_back(pc.out_rows * j.p.head_dim_v * fs);           // o
       b.push_back(j.oracle() ? pc.out_rows * 8 : 2 * rows * 4);  // lse | m, l
+      if (j.dev) b.insert(b.end(), {rows * 8, kv_rows() * 8});   // source rows of q, of k and v
       return b;
     }
     const int64_t dqk = j.p.head_dim_qk, dv = j.p.head_dim_v;
@@ -297,13 +301,14 @@ inline uint16_t narrow<uint16_t>(float x, DType d) {
   return h;
 }
 
-// dst [src.size()][dim_dst] from source rows src[r] (nullptr: a zero row) of dim_src elements.
+// dst [src_rows.size()][dim_dst] from rows src_rows[r] (−1: a zero row) of src [..][dim_src].
 // dst is sized without a zero pass (every element is written below, padding included), so its
 // pages are first touched by the threads that fill them: a production-size check packs ~0.5 GB
 // per tensor, and a serial zero pass plus 4 KiB faults was a third of the packing.
 template <typename U>
-void pack(UninitVector<U>& dst, const std::vector<const float*>& src, int64_t dim_dst, int64_t dim_src, DType d) {
-  const int64_t nrows = static_cast<int64_t>(src.size());
+void pack(UninitVector<U>& dst, const std::vector<int64_t>& src_rows, const float* src, int64_t dim_dst, int64_t dim_src,
+          DType d) {
+  const int64_t nrows = static_cast<int64_t>(src_rows.size());
   const size_t n = static_cast<size_t>(nrows * dim_dst);
   if (n > dst.capacity()) dst = uninit_big_vector<U>(n);
   dst.resize(n);
@@ -311,7 +316,8 @@ void pack(UninitVector<U>& dst, const std::vector<const float*>& src, int64_t di
 #pragma omp parallel for schedule(static) reduction(|| : bad)
   for (int64_t r = 0; r < nrows; ++r) {
     U* out = dst.data() + r * dim_dst;
-    const float* row = src[static_cast<size_t>(r)];
+    const int64_t from = src_rows[static_cast<size_t>(r)];
+    const float* row = from >= 0 ? src + from * dim_src : nullptr;
     int64_t c = 0;
     if (row) {
       try {
@@ -335,7 +341,9 @@ struct Packed {
   std::vector<go::Row> rows;
   std::vector<go::Tile> tiles;
   std::vector<int64_t> block0;
-  std::vector<const float*> qsrc, ksrc, vsrc;  // source row of every packed row (nullptr: zeros)
+  // The logical row (reference/sequences.h) of every packed q row and K/V row, −1 for zeros; a key's
+  // row is its row of k and of v alike (k_row / Dqk == v_row / Dv).
+  std::vector<int64_t> qrow, kvrow;
   UninitVector<U> q, k, v;
   std::vector<go::Region> regions;  // the K/V regions, for the backward's key side
   int64_t key_blocks = 0;           // their key tiles
@@ -348,9 +356,8 @@ void pack_piece(const Job& j, const Piece& pc, Packed<U>& h) {
   h.tiles.assign(static_cast<size_t>(nt), {});
   h.block0.assign(static_cast<size_t>(nt) + 1, 0);
   h.rows.assign(static_cast<size_t>(nt * tm), {});
-  h.qsrc.assign(static_cast<size_t>(nt * tm), nullptr);
-  h.ksrc.clear();
-  h.vsrc.clear();
+  h.qrow.assign(static_cast<size_t>(nt * tm), -1);
+  h.kvrow.clear();
   h.regions.clear();
   h.key_blocks = 0;
   const bool fp8 = is_fp8(p.dtype);
@@ -362,17 +369,14 @@ void pack_piece(const Job& j, const Piece& pc, Packed<U>& h) {
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
     for (size_t x = run_first; x < end; ++x)
       if (h.tiles[x].ncols > 0) lo = std::min(lo, h.tiles[x].key0), hi = std::max(hi, h.tiles[x].key0 + h.tiles[x].ncols);
-    const int64_t base = static_cast<int64_t>(h.ksrc.size());
+    const int64_t base = static_cast<int64_t>(h.kvrow.size());
     for (size_t x = run_first; x < end; ++x)
       if (h.tiles[x].ncols > 0) h.tiles[x].kv_row = base + h.tiles[x].key0 - lo;
     h.regions.push_back({static_cast<int64_t>(run_first), static_cast<int64_t>(end), base, lo, hi - lo, h.key_blocks});
     h.key_blocks += (hi - lo) / tm;
     const int64_t skv = j.seqs.skv(run_b);
-    for (int64_t key = lo; key < hi; ++key) {
-      const bool real = key < skv;
-      h.ksrc.push_back(real ? j.in.k.data() + j.seqs.k_row(run_b, run_hk, key) : nullptr);
-      h.vsrc.push_back(real ? j.in.v.data() + j.seqs.v_row(run_b, run_hk, key) : nullptr);
-    }
+    const int64_t row0 = j.seqs.k_row(run_b, run_hk, 0) / p.head_dim_qk;
+    for (int64_t key = lo; key < hi; ++key) h.kvrow.push_back(key < skv ? row0 + key : -1);
   };
   for (int64_t x = 0; x < nt; ++x) {
     const HostTile& ht = j.tiles[pc.t0 + static_cast<size_t>(x)];
@@ -411,12 +415,13 @@ void pack_piece(const Job& j, const Piece& pc, Packed<U>& h) {
       row.hi = kr.empty() ? kr.lo : kr.hi;
       row.out = ht.out0 + r - pc.out0;
       row.h = static_cast<int32_t>(head);
-      h.qsrc[static_cast<size_t>(x * tm + r)] = j.in.q.data() + j.seqs.q_row(ht.b, head, i);
+      h.qrow[static_cast<size_t>(x * tm + r)] = j.seqs.q_row(ht.b, head, i) / p.head_dim_qk;
     }
   }
-  pack(h.q, h.qsrc, j.dqk_pad, p.head_dim_qk, p.dtype);
-  pack(h.k, h.ksrc, j.dqk_pad, p.head_dim_qk, p.dtype);
-  pack(h.v, h.vsrc, j.dv_pad, p.head_dim_v, p.dtype);
+  if (j.dev) return;  // gathered on the device (gather_inputs)
+  pack(h.q, h.qrow, j.in.q.data(), j.dqk_pad, p.head_dim_qk, p.dtype);
+  pack(h.k, h.kvrow, j.in.k.data(), j.dqk_pad, p.head_dim_qk, p.dtype);
+  pack(h.v, h.kvrow, j.in.v.data(), j.dv_pad, p.head_dim_v, p.dtype);
 }
 
 // One device allocation for the largest piece, carved into kernels.h's buffers per piece.
@@ -434,13 +439,22 @@ inline void require_available() {
   if (auto why = gpu_oracle_unavailable()) throw std::runtime_error("GPU oracle unavailable: " + *why);
 }
 
-// The checks naive_attention makes.
-inline void check_call(const Problem& p, const Inputs& in, const RowSet& rows, const char* who) {
+// The checks naive_attention makes (q, k, v: dev's where given).
+inline void check_call(const Problem& p, const Inputs& in, const RowSet& rows, const char* who,
+                       const DeviceInputs* dev = nullptr) {
   validate(p);
   validate_side_inputs(p, in);
-  if (static_cast<int64_t>(in.q.size()) != p.q_elems() || static_cast<int64_t>(in.k.size()) != p.k_elems() ||
-      static_cast<int64_t>(in.v.size()) != p.v_elems())
+  if (dev) {
+    if (dev->dtype != p.dtype)
+      throw std::invalid_argument(std::string(who) + ": the device inputs are " + std::string(to_string(dev->dtype)) +
+                                  ", the problem's dtype " + std::string(to_string(p.dtype)));
+    if (dev->q.bytes() != static_cast<size_t>(p.q_elems()) * 2 || dev->k.bytes() != static_cast<size_t>(p.k_elems()) * 2 ||
+        dev->v.bytes() != static_cast<size_t>(p.v_elems()) * 2)
+      throw std::invalid_argument(std::string(who) + ": device input sizes do not match the problem");
+  } else if (static_cast<int64_t>(in.q.size()) != p.q_elems() || static_cast<int64_t>(in.k.size()) != p.k_elems() ||
+             static_cast<int64_t>(in.v.size()) != p.v_elems()) {
     throw std::invalid_argument(std::string(who) + ": input sizes do not match the problem");
+  }
   if (rows.batch() != p.batch) throw std::invalid_argument(std::string(who) + ": the row set is for another batch size");
   for (int64_t b = 0; b < p.batch; ++b) {
     const auto r = rows.rows_of(b);

@@ -11,7 +11,7 @@ std::optional<std::string> gpu_oracle_unavailable() {
   return std::string("flashcheck was built without CUDA (no nvcc found at configure time, or FLASHCHECK_CUDA=OFF)");
 }
 
-OracleResult naive_attention_gpu(const Problem&, const Inputs&, const RowSet&) {
+OracleResult naive_attention_gpu(const Problem&, const Inputs&, const RowSet&, const DeviceInputs*) {
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 
@@ -19,7 +19,7 @@ OracleResult naive_attention_gpu(const Problem&, const Inputs&, std::span<const 
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 
-std::vector<float> dtype_baseline_gpu(const Problem&, const Inputs&, const RowSet&) {
+std::vector<float> dtype_baseline_gpu(const Problem&, const Inputs&, const RowSet&, const DeviceInputs*) {
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 
@@ -39,11 +39,24 @@ void DeviceArray::download(void*, size_t, size_t) const {
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 
-ResidentOracle naive_attention_gpu_resident(const Problem&, const Inputs&, const RowSet&) {
+ResidentOracle naive_attention_gpu_resident(const Problem&, const Inputs&, const RowSet&, const DeviceInputs*) {
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 
-DeviceArray dtype_baseline_gpu_resident(const Problem&, const Inputs&, const RowSet&) {
+DeviceArray dtype_baseline_gpu_resident(const Problem&, const Inputs&, const RowSet&, const DeviceInputs*) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+
+DeviceInputs upload_device_inputs(DType, std::span<const uint16_t>, std::span<const uint16_t>, std::span<const uint16_t>) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+DeviceInputs upload_device_inputs(const Problem&, const Inputs&) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+int64_t first_nonfinite(const DeviceArray&, DType, int64_t) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
+std::vector<double> row_norms(const DeviceArray&, DType, int64_t, int64_t) {
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
 

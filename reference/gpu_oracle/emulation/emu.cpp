@@ -66,7 +66,7 @@ struct Block {
   Warp warps[kMaxThreads / 32];
   void* sched_sp = nullptr;
   const std::function<void()>* body = nullptr;
-  Dim bid{};
+  Dim bid{}, grid{};
   unsigned arrived = 0;
   uint64_t gen = 0;
   int or_acc = 0, or_result = 0;
@@ -140,6 +140,7 @@ void* guarded_alloc(size_t bytes) {
 
 const Dim& thread_idx() { return g.fibers[g.cur].tid; }
 const Dim& block_idx() { return g.bid; }
+const Dim& grid_dim() { return g.grid; }
 void syncthreads() { block_barrier(); }
 
 int syncthreads_or(int predicate) {
@@ -199,6 +200,7 @@ void run_grid(unsigned blocks, unsigned threads, size_t smem_bytes, const std::f
   g.smem = smem;
   g.body = &body;
   g.n = threads;
+  g.grid = {blocks, 1, 1};
   for (unsigned b = 0; b < blocks; ++b) {
     g.bid = {b, 0, 0};
     g.arrived = 0;

@@ -77,6 +77,7 @@ struct Dim {
 };
 const Dim& thread_idx();
 const Dim& block_idx();
+const Dim& grid_dim();
 void syncthreads();
 int syncthreads_or(int predicate);
 uint64_t shfl_xor_bits(uint64_t bits, int lane_mask);
@@ -93,6 +94,13 @@ void launch(Kernel kernel, unsigned blocks, unsigned threads, size_t smem_bytes,
 
 #define threadIdx (::fco_emu::thread_idx())
 #define blockIdx (::fco_emu::block_idx())
+#define gridDim (::fco_emu::grid_dim())
+// Atomic as it stands: a fiber runs until it syncs, so no other thread interleaves a read-modify-write.
+inline unsigned long long atomicMin(unsigned long long* at, unsigned long long v) {
+  const unsigned long long old = *at;
+  if (v < old) *at = v;
+  return old;
+}
 inline void __syncthreads() { fco_emu::syncthreads(); }
 inline int __syncthreads_or(int predicate) { return fco_emu::syncthreads_or(predicate); }
 template <typename T>
