@@ -53,6 +53,7 @@ struct CheckFileGradients {
 // host only if a step there reads them (widen_raw_inputs).
 struct RawInputs {
   StTensor q, k, v;
+  std::optional<StTensor> o;  // the kernel's o as read, for the caller to widen (CheckFileCase::o empty)
   bool nonfinite_unchecked = false;  // the NaN/Inf refusal is still to make (refuse_nonfinite_raw)
 };
 
@@ -82,13 +83,15 @@ std::optional<CheckFileGradients> read_check_gradients(SafetensorsFile& f, const
 // widened (files reach gigabytes). Throws CannotTest naming the tensor or metadata key at fault;
 // NaN/Inf in any input a row can see is refused unless `allow_nonfinite_inputs` (padding rows and
 // unused pages never count). `lap` (optional) is called after each phase, for --timings.
-// keep_raw: a dense BHSD file of bf16/f16 inputs whose keys are all used keeps q, k and v raw
-// (CheckFileCase::raw) and leaves their NaN/Inf refusal to refuse_nonfinite_raw; other files are
-// read as without it.
+// keep_raw: a dense BHSD file of bf16/f16 inputs whose keys are all used keeps q, k, v and o raw
+// (CheckFileCase::raw) and leaves their NaN/Inf refusal to refuse_nonfinite_raw, o's widening to
+// the caller (widen_raw_output); other files are read as without it.
 CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs,
                               const std::function<void(const char*)>& lap = {}, bool keep_raw = false);
 // c.inputs' q, k, v widened from c.raw (exactly), if they are not yet.
 void widen_raw_inputs(CheckFileCase& c);
+// c.o widened from c.raw's o (exactly, poison kept), if it is not yet.
+void widen_raw_output(CheckFileCase& c);
 // read_check_case's refusal of the first NaN/Inf in c.raw's q, k, v, if one is there and it is
 // still to make. `first(t, n)` gives the index of tensor t's first non-finite element among its n
 // (n when none) — on the device where the tensors were uploaded; without it, a scan of the raw

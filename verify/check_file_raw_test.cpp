@@ -1,5 +1,5 @@
-// read_check_case's keep_raw (verify/check_file_format.h): a dense BHSD file's 16-bit q, k, v kept
-// as read for the device, widened on demand to exactly what a plain read gives, and their NaN/Inf
+// read_check_case's keep_raw (verify/check_file_format.h): a dense BHSD file's 16-bit q, k, v (and
+// o) kept as read for the device, widened on demand to exactly what a plain read gives, and their NaN/Inf
 // refused with the very message a plain read gives — whether the first non-finite element is found
 // here or on the device. Other files are read as without keep_raw.
 #include <gtest/gtest.h>
@@ -50,7 +50,11 @@ TEST(CheckFileRaw, KeepsDenseSixteenBitInputsAndWidensThemExactly) {
     EXPECT_TRUE(raw.inputs.q.empty() && raw.inputs.k.empty() && raw.inputs.v.empty());
     EXPECT_EQ(raw.raw->q.numel(), p.q_elems());
     EXPECT_EQ(raw.problem, plain.problem);
+    ASSERT_TRUE(raw.raw->o.has_value());
+    EXPECT_TRUE(raw.o.empty());
+    widen_raw_output(raw);
     EXPECT_EQ(raw.o, plain.o);
+    EXPECT_FALSE(raw.raw->o.has_value());
     EXPECT_EQ(raw.inputs.sinks, plain.inputs.sinks);
     widen_raw_inputs(raw);
     EXPECT_EQ(raw.inputs.q, plain.inputs.q);

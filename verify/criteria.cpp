@@ -125,7 +125,8 @@ Report verify_output(const Problem& p, const Expected& ref, std::span<const floa
     // device_element_pass refuses what it cannot judge (per-sequence verdicts, unresolved rows, sizes);
     // the error maps are this function's and read the host arrays.
     if (opt.error_maps) throw std::invalid_argument("verify_output: a device-resident Expected takes no error maps");
-    if (std::optional<ElementSummary> d = device_element_pass(p, ref, kernel_o, tol.ulp_n)) es = std::move(*d);
+    if (std::optional<ElementSummary> d = device_element_pass(p, ref, kernel_o, tol.ulp_n, opt.kernel_o_on_device))
+      es = std::move(*d);
     else es = host_element_pass(p, home_copy(ref), kernel_o, tol.ulp_n);
   } else {
     es = host_element_pass(p, ref, kernel_o, tol.ulp_n);

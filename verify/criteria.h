@@ -31,6 +31,9 @@ struct CheckOptions {
   EmptyRowLse empty_lse = EmptyRowLse::neg_inf;
   bool error_maps = false;  // also fill Report::maps (a second pass over the output, for the HTML page)
   bool timings = false;     // also put the element pass's own steps in Report::timings (the device pass has some)
+  // The kernel's O (the span verify_output is given) already in device memory as fp32, for the
+  // device element pass to read instead of uploading it; ignored where its size differs.
+  const DeviceArray* kernel_o_on_device = nullptr;
 };
 
 // The statistical criteria judge only with this many distinct (kernel, oracle) pairs among the

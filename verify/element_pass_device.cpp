@@ -73,7 +73,7 @@ Expected home_copy(const Expected& ref) {
 }
 
 std::optional<ElementSummary> device_element_pass(const Problem& p, const Expected& ref, std::span<const float> kernel_o,
-                                                  uint64_t ulp_n) {
+                                                  uint64_t ulp_n, const DeviceArray* kernel_o_on_device) {
   if (!ref.resident) throw std::invalid_argument("device_element_pass: the Expected is not device-resident");
   if (const char* why = device_element_pass_unsupported(p, false)) throw std::invalid_argument(std::string("device_element_pass: ") + why);
   if (!ref.unresolved.empty()) throw std::invalid_argument("device_element_pass: unresolved rows are judged on the host");
@@ -95,9 +95,14 @@ std::optional<ElementSummary> device_element_pass(const Problem& p, const Expect
   for (int64_t ri = 0; ri < per_head; ++ri) empty[static_cast<size_t>(ri)] = visible_range(p, 0, rows.row(0, ri)).empty();
   DeviceArray d_empty(empty.size());
   d_empty.upload(empty.data(), empty.size());
-  DeviceArray d_kernel(n_o * sizeof(float));
-  d_kernel.upload(kernel_o.data(), n_o * sizeof(float));
-  clock.lap("kernel O uploaded");
+  DeviceArray uploaded;
+  const bool placed = kernel_o_on_device && kernel_o_on_device->bytes() == n_o * sizeof(float);
+  if (!placed) {
+    uploaded = DeviceArray(n_o * sizeof(float));
+    uploaded.upload(kernel_o.data(), n_o * sizeof(float));
+  }
+  const DeviceArray& d_kernel = placed ? *kernel_o_on_device : uploaded;
+  clock.lap(placed ? "kernel O (placed beside the oracle)" : "kernel O uploaded");
 
   DeviceArray d_partial(epg::kMaxRefThreads * sizeof(double));
   epg::launch_max_ref(static_cast<const double*>(d.oracle_o.data()), static_cast<int64_t>(n_o),

@@ -32,8 +32,10 @@ bool same_rows_everywhere(const RowSet& rows);
 // decided) come back, never the outputs. nullopt where deciding the sketches would gather more
 // than 2^24 pairs of a set (few distinct pairs among very many elements): the caller then judges
 // a home_copy on the host. Throws std::invalid_argument where unsupported.
+// kernel_o_on_device: kernel_o's bytes already on the device (a caller that uploaded them beside
+// the oracle's work), read instead of an upload when its size is kernel_o's.
 std::optional<ElementSummary> device_element_pass(const Problem& p, const Expected& ref, std::span<const float> kernel_o,
-                                                  uint64_t ulp_n);
+                                                  uint64_t ulp_n, const DeviceArray* kernel_o_on_device = nullptr);
 // Tests: the candidates a set may gather before device_element_pass gives up (default 2^24).
 void set_max_candidates_for_tests(int64_t n);
 // The resident arrays downloaded into oracle.o and baseline, resident cleared (in place, or a copy).

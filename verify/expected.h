@@ -84,6 +84,7 @@ inline constexpr double kGpuOracleWork = 2e9;  // B·Hq·rows·Skv·(Dqk+Dv) fro
 // norms are computed there; only the CPU oracle, unresolved rows' contenders and the CPU flash
 // baseline call `widen`, which fills the q, k, v of the Inputs given beside this (empty until then).
 struct DeviceInputs;
+class DeviceArray;
 struct InputsOnDevice {
   const DeviceInputs* device = nullptr;
   std::function<void()> widen;

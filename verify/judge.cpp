@@ -12,14 +12,25 @@ namespace flashcheck {
 
 Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const Declared& declared,
              const JudgeOptions& opt) {
-  if (out.o.size() != static_cast<size_t>(p.o_elems())) throw std::invalid_argument("judge: o has the wrong size");
+  std::span<const float> o = out.o;
+  const DeviceArray* o_on_device = nullptr;
+  bool o_ready = !out.o_when_ready;
+  auto kernel_o_all = [&] {  // the kernel's O, waited for where it is still being filled
+    if (!o_ready) {
+      const KernelOutput::Ready r = out.o_when_ready();
+      o = r.o, o_on_device = r.on_device, o_ready = true;
+    }
+    if (o.size() != static_cast<size_t>(p.o_elems())) throw std::invalid_argument("judge: o has the wrong size");
+    return o;
+  };
+  if (o_ready) (void)kernel_o_all();
   if (out.lse && out.lse->size() != static_cast<size_t>(p.lse_elems()))
     throw std::invalid_argument("judge: lse has the wrong size");
   RowSet rows = sample_row_set(p, opt.max_rows, 64, declared.tile_q);
   // Rows whose output gives itself away are judged wherever they lie, not only if sampled.
   if (!rows.is_all()) {
     const auto lse = declared.lse_base != LseBase::none ? out.lse : std::nullopt;  // an LSE not declared is not read
-    rows = with_rows(p, rows, suspect_rows(p, out.o, lse, opt.max_rows));
+    rows = with_rows(p, rows, suspect_rows(p, kernel_o_all(), lse, opt.max_rows));
   }
   // Where the oracle runs on the GPU its O stays there and is judged there (element_pass_device.h):
   // a production-size check then moves no fp64 output to the host.
@@ -30,8 +41,8 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
   // Every row: the kernel's O in the logical layout is already the oracle's row order, so it is
   // judged where it lies (a production-size output is 10^8..10^9 elements: no copy).
   std::vector<float> selected;
-  if (!expected.oracle.rows.is_all()) selected = select_rows(p, out.o, p.head_dim_v, expected.oracle);
-  const std::span<const float> kernel_o = expected.oracle.rows.is_all() ? std::span<const float>(out.o) : selected;
+  if (!expected.oracle.rows.is_all()) selected = select_rows(p, kernel_o_all(), p.head_dim_v, expected.oracle);
+  const std::span<const float> kernel_o = expected.oracle.rows.is_all() ? kernel_o_all() : std::span<const float>(selected);
   std::optional<std::vector<float>> kernel_lse;
   if (out.lse && declared.lse_base != LseBase::none) {
     std::vector<float> lse(out.lse->begin(), out.lse->end());
@@ -39,9 +50,11 @@ Report judge(const Problem& p, const Inputs& in, const KernelOutput& out, const 
     if (declared.alibi_lse != AlibiLse::exact) alibi_lse_to_exact(p, in, declared.alibi_lse, lse);
     kernel_lse = select_rows(p, lse, 1, expected.oracle);
   }
+  // The device copy is of every row, in the logical layout: the oracle's order only when it has them all.
   Report r = verify_output(p, expected, kernel_o, kernel_lse,
                            CheckOptions{tolerance_for(p.dtype), declared.tile_q, declared.tile_kv, declared.empty_lse,
-                                        opt.error_maps, opt.timings});
+                                        opt.error_maps, opt.timings,
+                                        expected.oracle.rows.is_all() ? o_on_device : nullptr});
   if (opt.timings) {
     clock.lap("criteria");
     auto parts = std::move(r.timings);  // verify_output's own steps, indented under "criteria"

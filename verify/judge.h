@@ -4,6 +4,7 @@
 // criteria.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 
@@ -40,6 +41,14 @@ struct KernelOutput {
   // kernel wrote: they held the poison before it ran and no longer do. Absent when nobody could
   // tell (the padding was never poisoned, or there is none).
   std::optional<int64_t> padding_written;
+  // Set when o is still being filled (a check file's o widened beside the oracle's GPU work): the
+  // judge calls it once, before it first reads o, and reads what it returns instead: o, and where
+  // the filler also uploaded it, its fp32 copy in device memory (for the device element pass).
+  struct Ready {
+    std::span<const float> o;
+    const DeviceArray* on_device = nullptr;
+  };
+  std::function<Ready()> o_when_ready;
 };
 
 struct JudgeOptions {
