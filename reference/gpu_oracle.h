@@ -62,6 +62,12 @@ OracleResult naive_attention_gpu(const Problem& p, const Inputs& in, std::span<c
 // std::runtime_error when gpu_oracle_unavailable() says why.
 BackwardResult naive_attention_backward_gpu(const Problem& p, const Inputs& in, std::span<const float> d_out);
 
+// A DeviceArray the device had no room for (the CUDA error cleared, so later calls on the thread
+// do not see it): callers with another way round it catch this, and only this.
+struct DeviceOutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Device memory of the current device handed to a caller: a result left where it was computed, so
 // that what judges it can run beside it (verify/element_pass_device.h) instead of moving gigabytes
 // to the host. Freed with the object. upload/download are synchronous (the copy has landed when
@@ -69,7 +75,7 @@ BackwardResult naive_attention_backward_gpu(const Problem& p, const Inputs& in, 
 class DeviceArray {
  public:
   DeviceArray() = default;
-  explicit DeviceArray(size_t bytes);  // zero-filled
+  explicit DeviceArray(size_t bytes);  // zero-filled; DeviceOutOfMemory where it does not fit
   ~DeviceArray();
   DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr, o.bytes_ = 0; }
   DeviceArray& operator=(DeviceArray&& o) noexcept;

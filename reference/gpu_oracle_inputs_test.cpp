@@ -39,15 +39,28 @@ const char* const kEmulatedShapes[] = {
 // A 16-bit pattern as the fp32 Inputs hold it (exactly).
 float widened(DType d, uint16_t h) { return d == DType::bf16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h); }
 
-// A signalling NaN in q, an Inf in k and a quiet NaN in v, at drawn places: packing quiets the
-// first (narrow(widen(x))), and the device's gather must do the same.
-std::string plant_nonfinite(const Problem& p, Inputs& in, std::mt19937_64& g) {
+// The 16-bit patterns of fp32 values the dtype holds.
+std::vector<uint16_t> narrow16(DType d, const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = d == DType::bf16 ? f32_to_bf16_bits(x[i]) : f32_to_f16_bits(x[i]);
+  return out;
+}
+
+// A problem's inputs as a file holds them (16-bit patterns) and as Inputs holds them (fp32).
+struct Raw {
+  std::vector<uint16_t> q, k, v;
+};
+
+// A signalling NaN in q, an Inf in k and a quiet NaN in v, at drawn places, in both forms: host
+// packing quiets the first (narrow(widen(x))), and the device's gather must do the same.
+std::string plant_nonfinite(const Problem& p, Inputs& in, Raw& raw, std::mt19937_64& g) {
   const uint16_t snan = p.dtype == DType::bf16 ? 0x7f81 : 0x7d01, inf = p.dtype == DType::bf16 ? 0xff80 : 0xfc00;
+  const uint16_t qnan = p.dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
   auto at = [&](std::vector<float>& x) { return std::uniform_int_distribution<size_t>(0, x.size() - 1)(g); };
   const size_t iq = at(in.q), ik = at(in.k), iv = at(in.v);
-  in.q[iq] = widened(p.dtype, snan);
-  in.k[ik] = widened(p.dtype, inf);
-  in.v[iv] = std::numeric_limits<float>::quiet_NaN();
+  in.q[iq] = widened(p.dtype, snan), raw.q[iq] = snan;
+  in.k[ik] = widened(p.dtype, inf), raw.k[ik] = inf;
+  in.v[iv] = widened(p.dtype, qnan), raw.v[iv] = qnan;
   return " with a signalling NaN at q[" + std::to_string(iq) + "], -Inf at k[" + std::to_string(ik) + "], NaN at v[" +
          std::to_string(iv) + "]";
 }
@@ -93,9 +106,10 @@ TEST(GpuOracleDeviceInputs, GiveBitwiseTheHostPackedResults) {
     const uint64_t input_seed = g();
     Inputs in = make_inputs(p, input_seed, Dist::normal);
     std::string what = std::string("--problem \"") + shape + "\" --input-seed " + std::to_string(input_seed);
-    if (++n % 2 == 0) what += plant_nonfinite(p, in, g);
+    Raw raw{narrow16(p.dtype, in.q), narrow16(p.dtype, in.k), narrow16(p.dtype, in.v)};
+    if (++n % 2 == 0) what += plant_nonfinite(p, in, raw, g);
     SCOPED_TRACE(what);
-    const DeviceInputs dev = upload_device_inputs(p, in);
+    const DeviceInputs dev = upload_device_inputs(p.dtype, raw.q, raw.k, raw.v);  // as a file's bytes go
     std::vector<int64_t> some;
     for (int64_t i = 0; i < p.seq_q; ++i)
       if (i == 0 || i == p.seq_q - 1 || g() % 5 == 0) some.push_back(i);

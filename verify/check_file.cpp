@@ -73,7 +73,7 @@ std::optional<DeviceInputs> inputs_to_device(CheckFileCase& c) {
     };
     try {
       dev = upload_device_inputs(c.problem.dtype, span16(c.raw->q), span16(c.raw->k), span16(c.raw->v));
-    } catch (const std::runtime_error&) {  // out of device memory: the host's way
+    } catch (const DeviceOutOfMemory&) {  // the host's way
     }
   }
   if (!dev) {
@@ -110,25 +110,25 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
   }
   // A raw o is widened beside the oracle's GPU work (0.25 s of host time at (4,64,8192,128)), and
   // uploaded there too where the device element pass will read every row; the judge waits for it
-  // where it first reads o.
-  std::optional<DeviceArray> o_on_device;  // before the future: the task has ended before it goes
-  std::future<void> o_widened;
-  const bool o_to_device = dev && !opt.error_maps && opt.max_rows >= rf.c.problem.seq_q &&
-                           !device_element_pass_unsupported(rf.c.problem, false);
-  if (rf.c.raw && rf.c.raw->o)
-    o_widened = std::async(std::launch::async, [&rf, &o_on_device, o_to_device] {
-      widen_raw_output(rf.c);
-      if (!o_to_device) return;
-      try {
-        o_on_device.emplace(rf.c.o.size() * sizeof(float));
-        o_on_device->upload(rf.c.o.data(), rf.c.o.size() * sizeof(float));
-      } catch (const std::runtime_error&) {  // no room: the element pass uploads it, or runs here
-        o_on_device.reset();
-      }
-    });
+  // where it first reads o. Its device array is taken here, before the oracle sizes its pieces by
+  // what is free.
   const CheckFileCase& c = rf.c;
   const NameAudit& names = rf.names;
-  KernelOutput out = rf.output();
+  KernelOutput out = rf.output();  // before the task: it assigns c.o
+  std::optional<DeviceArray> o_on_device;  // before the future: the task has ended before it goes
+  if (c.raw && c.raw->o && dev && !opt.error_maps && opt.max_rows >= c.problem.seq_q &&
+      !device_element_pass_unsupported(c.problem, false)) {
+    try {
+      o_on_device.emplace(static_cast<size_t>(c.problem.o_elems()) * sizeof(float));
+    } catch (const DeviceOutOfMemory&) {  // the element pass uploads it, or runs on the host
+    }
+  }
+  std::future<void> o_widened;
+  if (c.raw && c.raw->o)
+    o_widened = std::async(std::launch::async, [&rf, &o_on_device] {
+      widen_raw_output(rf.c);
+      if (o_on_device) o_on_device->upload(rf.c.o.data(), rf.c.o.size() * sizeof(float));
+    });
   if (o_widened.valid())
     out.o_when_ready = [&] {
       o_widened.get();
@@ -137,6 +137,8 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
   JudgeOptions jo{opt.max_rows, opt.error_maps, opt.oracle, opt.timings};
   if (dev) jo.inputs_on_device = {&*dev, [&rf] { widen_raw_inputs(rf.c); }};
   Report r = judge(c.problem, c.inputs, out, rf.declared(opt), jo);
+  if (o_widened.valid()) o_widened.get();  // judge waited for it; a task judge never asked for ends here
+  o_on_device.reset(), dev.reset();  // the backward's oracles get the device's memory back
   if (opt.timings) r.timings.insert(r.timings.begin(), timings.begin(), timings.end());
   r.repro = "flashcheck check " + shell_word(path.string());  // runs as printed, whatever the path holds
   if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");

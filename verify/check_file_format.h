@@ -88,7 +88,8 @@ std::optional<CheckFileGradients> read_check_gradients(SafetensorsFile& f, const
 // the caller (widen_raw_output); other files are read as without it.
 CheckFileCase read_check_case(SafetensorsFile& f, bool allow_nonfinite_inputs,
                               const std::function<void(const char*)>& lap = {}, bool keep_raw = false);
-// c.inputs' q, k, v widened from c.raw (exactly), if they are not yet.
+// c.inputs' q, k, v widened from c.raw (exactly), if they are not yet; the raw bytes are released
+// (refuse_nonfinite_raw comes before).
 void widen_raw_inputs(CheckFileCase& c);
 // c.o widened from c.raw's o (exactly, poison kept), if it is not yet.
 void widen_raw_output(CheckFileCase& c);
@@ -96,6 +97,7 @@ void widen_raw_output(CheckFileCase& c);
 // still to make. `first(t, n)` gives the index of tensor t's first non-finite element among its n
 // (n when none) — on the device where the tensors were uploaded; without it, a scan of the raw
 // patterns here.
+// std::logic_error once the raw bytes are widened and gone.
 void refuse_nonfinite_raw(const CheckFileCase& c, const std::function<int64_t(Tensor, int64_t)>& first = {});
 
 struct CheckFileWriteOptions {

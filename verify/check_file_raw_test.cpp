@@ -10,6 +10,7 @@
 #include "reference/dtype.h"
 #include "reference/inputs.h"
 #include "reference/naive.h"
+#include "reference/naive_backward.h"
 #include "reference/storage.h"
 #include "testing/test_seed.h"
 #include "verify/check_file_format.h"
@@ -56,12 +57,14 @@ TEST(CheckFileRaw, KeepsDenseSixteenBitInputsAndWidensThemExactly) {
     EXPECT_EQ(raw.o, plain.o);
     EXPECT_FALSE(raw.raw->o.has_value());
     EXPECT_EQ(raw.inputs.sinks, plain.inputs.sinks);
+    EXPECT_NO_THROW(refuse_nonfinite_raw(raw));
     widen_raw_inputs(raw);
     EXPECT_EQ(raw.inputs.q, plain.inputs.q);
     EXPECT_EQ(raw.inputs.k, plain.inputs.k);
     EXPECT_EQ(raw.inputs.v, plain.inputs.v);
     EXPECT_EQ(raw.inputs.q, in.q);
-    EXPECT_NO_THROW(refuse_nonfinite_raw(raw));
+    EXPECT_TRUE(raw.raw->q.data.empty()) << "the raw bytes stay after widening";
+    EXPECT_THROW(refuse_nonfinite_raw(raw), std::logic_error);
   }
 }
 
@@ -80,6 +83,17 @@ TEST(CheckFileRaw, OtherFilesAreReadAsWithoutIt) {
     EXPECT_FALSE(c.raw.has_value());
     EXPECT_EQ(c.inputs.q, in.q);
     EXPECT_EQ(c.inputs.k, in.k);
+  }
+  {  // a file with gradients: the backward reads fp32 inputs here anyway
+    const Problem p = parse_problem("b=1 hq=2 hkv=1 sq=9 skv=12 d=16 dtype=bf16");
+    const Inputs in = make_inputs(p, g(), Dist::normal);
+    std::vector<float> d_out = make_inputs(p, g(), Dist::normal).q;  // Dv = Dqk: q's shape is o's
+    SafetensorsFile f = file_for(p, in);
+    add_check_gradients(f, p, in, d_out, naive_attention_backward(p, in, d_out), {});
+    const CheckFileCase c = read_check_case(f, false, {}, true);
+    EXPECT_FALSE(c.raw.has_value());
+    EXPECT_TRUE(c.gradients.has_value());
+    EXPECT_EQ(c.inputs.v, in.v);
   }
 }
 

@@ -398,6 +398,7 @@ TEST(DevicePass, ACheckFilesInputsOnTheDeviceGiveThePlainReadsReport) {
       CheckFileOptions opt;
       opt.oracle = OracleChoice::gpu;
       opt.allow_nonfinite_inputs = allow;
+      opt.timings = true;  // its phases say which way the inputs and o went
       SafetensorsFile plain_f = f;
       std::string want_refusal, got_refusal;
       std::optional<Report> want;
@@ -419,6 +420,14 @@ TEST(DevicePass, ACheckFilesInputsOnTheDeviceGiveThePlainReadsReport) {
       ASSERT_EQ(got.has_value(), want.has_value()) << what;
       if (!got) continue;
       Report r = got->forward;
+      auto phase = [&](const std::string& name) {
+        for (const auto& [n, s] : r.timings)
+          if (n.find(name) != std::string::npos) return true;
+        return false;
+      };
+      EXPECT_TRUE(phase("inputs to the device")) << what << ": the inputs did not go to the device as read";
+      EXPECT_TRUE(phase("kernel O (placed beside the oracle)")) << what << ": o was not placed beside the oracle";
+      r.timings.clear();
       r.repro = want->repro, r.notes = want->notes;
       EXPECT_EQ(to_json(r).dump(), to_json(*want).dump()) << what << (allow ? " allowed" : "");
       EXPECT_GT(r.compared, 0) << what;

@@ -241,9 +241,22 @@ DeviceArray dtype_baseline_gpu_resident(const Problem& p, const Inputs& in, cons
 
 DeviceArray::DeviceArray(size_t bytes) : bytes_(bytes) {
   if (!bytes) return;
-  FCO_CUDA(cudaMalloc(&p_, bytes));
-  FCO_CUDA(cudaMemset(p_, 0, bytes));
-  FCO_CUDA(cudaDeviceSynchronize());
+  const cudaError_t e = cudaMalloc(&p_, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    // A failed allocation is also the thread's "last error": left there, the next launch check
+    // (FCO_LAUNCHED) would report it as its own failure.
+    (void)cudaGetLastError();
+    p_ = nullptr, bytes_ = 0;
+    throw DeviceOutOfMemory("GPU oracle: no room for " + std::to_string(bytes) + " bytes of device memory");
+  }
+  FCO_CUDA(e);
+  try {
+    FCO_CUDA(cudaMemset(p_, 0, bytes));
+    FCO_CUDA(cudaDeviceSynchronize());
+  } catch (...) {
+    (void)cudaFree(p_);
+    throw;
+  }
 }
 DeviceArray::~DeviceArray() {
   if (p_) (void)cudaFree(p_);
