@@ -245,7 +245,9 @@ inline int64_t memory_budget() {
   size_t free_b = 0, total_b = 0;
   FCO_CUDA(cudaMemGetInfo(&free_b, &total_b));
   const int64_t margin = std::max<int64_t>(int64_t{256} << 20, static_cast<int64_t>(total_b / 20));
-  return std::min<int64_t>(static_cast<int64_t>(free_b) - margin, int64_t{16} << 30);
+  // Never below 0: a GPU fuller than the margin has nothing for the oracle (OracleDoesNotFit said
+  // "-6981664768 bytes are available" on an H200 another process had filled, session 18).
+  return std::clamp<int64_t>(static_cast<int64_t>(free_b) - margin, 0, int64_t{16} << 30);
 }
 
 // A piece's buffer sizes (PieceSize::buffers) from its tiles, as plan_pieces grew them.
