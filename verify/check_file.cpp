@@ -124,21 +124,19 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     }
   }
   std::future<void> o_widened;
-  if (c.raw && c.raw->o)
+  if (c.raw && c.raw->o) {
     o_widened = std::async(std::launch::async, [&rf, &o_on_device] {
       widen_raw_output(rf.c);
       if (o_on_device) o_on_device->upload(rf.c.o.data(), rf.c.o.size() * sizeof(float));
     });
-  if (o_widened.valid())
     out.o_when_ready = [&] {
       o_widened.get();
       return KernelOutput::Ready{rf.c.o, o_on_device ? &*o_on_device : nullptr};
     };
+  }
   JudgeOptions jo{opt.max_rows, opt.error_maps, opt.oracle, opt.timings};
   if (dev) jo.inputs_on_device = {&*dev, [&rf] { widen_raw_inputs(rf.c); }};
   Report r = judge(c.problem, c.inputs, out, rf.declared(opt), jo);
-  if (o_widened.valid()) o_widened.get();  // judge waited for it; a task judge never asked for ends here
-  o_on_device.reset(), dev.reset();  // the backward's oracles get the device's memory back
   if (opt.timings) r.timings.insert(r.timings.begin(), timings.begin(), timings.end());
   r.repro = "flashcheck check " + shell_word(path.string());  // runs as printed, whatever the path holds
   if (!out.lse) r.notes.push_back("lse: not checked (the file has no 'lse' tensor)");
@@ -153,7 +151,6 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     bo.error_maps = opt.error_maps;
     bo.tile_q = opt.tile_q, bo.tile_kv = opt.tile_kv;
     std::vector<std::pair<std::string, double>> parts;
-    widen_raw_inputs(rf.c);  // the backward's oracles read them here
     const BackwardExpected expected = make_backward_expected(c.problem, c.inputs, c.gradients->d_out, opt.oracle, &parts);
     backward_clock.lap("backward expected (oracle, baselines)");
     v.backward = verify_backward(c.problem, expected, c.gradients->kernel, bo);

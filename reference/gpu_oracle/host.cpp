@@ -313,14 +313,15 @@ DeviceInputs upload_device_inputs(DType dtype, std::span<const uint16_t> q, std:
 
 DeviceInputs upload_device_inputs(const Problem& p, const Inputs& in) {
   (void)elem_of(p.dtype, "upload_device_inputs");
-  auto narrow = [&](const std::vector<float>& x, const char* name) {
+  auto narrow = [&](const std::vector<float>& x, const char* name) {  // pieces.h's narrowing, element by element
     std::vector<uint16_t> out(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
-      out[i] = p.dtype == DType::bf16 ? f32_to_bf16_bits(x[i]) : f32_to_f16_bits(x[i]);
-      const float back = p.dtype == DType::bf16 ? bf16_bits_to_f32(out[i]) : f16_bits_to_f32(out[i]);
-      if (back != x[i] && !(x[i] != x[i]))
+      try {
+        out[i] = gpu_oracle_host::narrow<uint16_t>(x[i], p.dtype);
+      } catch (const NotRepresentable&) {
         throw std::invalid_argument(std::string("upload_device_inputs: ") + name + "[" + std::to_string(i) + "] = " +
                                     std::to_string(x[i]) + " is not a " + std::string(to_string(p.dtype)) + " value");
+      }
     }
     return out;
   };
