@@ -83,7 +83,13 @@ class DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
   void* data() const { return p_; }
   size_t bytes() const { return bytes_; }
+  // Ordered after every piece of work already on the device (it synchronizes the device).
   void upload(const void* host, size_t bytes, size_t offset = 0);
+  // On a stream of its own, ordered with nothing else: for an array no queued work touches (a fresh
+  // one, read by a later step), filled beside other GPU work. A plain upload made while the oracle's
+  // kernels ran waited for all of them, and the oracle's next copy waited for it (0.15 s of a
+  // production-size check, PERF.md session 18).
+  void upload_beside(const void* host, size_t bytes, size_t offset = 0);
   void download(void* host, size_t bytes, size_t offset = 0) const;
 
  private:

@@ -99,6 +99,14 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
   // Where the GPU oracle will likely judge the file, 16-bit inputs go to the device as read: no
   // widening of gigabytes on the host (make_expected widens them only for a step on the CPU).
   ReadFile rf = read_file(path, opt, lap, gpu_likely);
+  const CheckFileCase& c = rf.c;
+  const NameAudit& names = rf.names;
+  KernelOutput out = rf.output();  // before the task below: it assigns c.o
+  // A raw o is widened beside everything up to the judge's first read of it (0.25 s of host time
+  // at (4,64,8192,128)): from the end of the read on, so that it also fills the wait for a CUDA start
+  // that outlasted the read (0.16-0.21 s when two checks start at once, PERF.md session 18).
+  std::shared_future<void> o_widened;
+  if (c.raw && c.raw->o) o_widened = std::async(std::launch::async, [&rf] { widen_raw_output(rf.c); }).share();
   if (cuda_started.valid()) {
     cuda_started.get();
     lap("CUDA start (beside the read)");
@@ -108,14 +116,11 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     dev = inputs_to_device(rf.c);
     lap(dev ? "inputs to the device, NaN/Inf scan there" : "widen to fp32");
   }
-  // A raw o is widened beside the oracle's GPU work (0.25 s of host time at (4,64,8192,128)), and
-  // uploaded there too where the device element pass will read every row; the judge waits for it
-  // where it first reads o. Its device array is taken here, before the oracle sizes its pieces by
-  // what is free.
-  const CheckFileCase& c = rf.c;
-  const NameAudit& names = rf.names;
-  KernelOutput out = rf.output();  // before the task: it assigns c.o
-  std::optional<DeviceArray> o_on_device;  // before the future: the task has ended before it goes
+  // Where the device element pass will read every row, the widened o is uploaded beside the
+  // oracle's GPU work, on a stream of its own (upload_beside: a plain upload waited for the oracle's
+  // queued kernels, and its next copy for the upload). Its device array is taken here, before the
+  // oracle sizes its pieces by what is free. The judge waits for both where it first reads o.
+  std::optional<DeviceArray> o_on_device;  // before the futures: their tasks have ended before it goes
   if (c.raw && c.raw->o && dev && !opt.error_maps && opt.max_rows >= c.problem.seq_q &&
       !device_element_pass_unsupported(c.problem, false)) {
     try {
@@ -123,17 +128,17 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     } catch (const DeviceOutOfMemory&) {  // the element pass uploads it, or runs on the host
     }
   }
-  std::future<void> o_widened;
-  if (c.raw && c.raw->o) {
-    o_widened = std::async(std::launch::async, [&rf, &o_on_device] {
-      widen_raw_output(rf.c);
-      if (o_on_device) o_on_device->upload(rf.c.o.data(), rf.c.o.size() * sizeof(float));
-    });
+  std::shared_future<void> o_placed = o_widened;
+  if (o_on_device)
+    o_placed = std::async(std::launch::async, [&rf, &o_on_device, o_widened] {
+                 o_widened.get();
+                 o_on_device->upload_beside(rf.c.o.data(), rf.c.o.size() * sizeof(float));
+               }).share();
+  if (o_placed.valid())
     out.o_when_ready = [&] {
-      o_widened.get();
+      o_placed.get();
       return KernelOutput::Ready{rf.c.o, o_on_device ? &*o_on_device : nullptr};
     };
-  }
   JudgeOptions jo{opt.max_rows, opt.error_maps, opt.oracle, opt.timings};
   if (dev) jo.inputs_on_device = {&*dev, [&rf] { widen_raw_inputs(rf.c); }};
   Report r = judge(c.problem, c.inputs, out, rf.declared(opt), jo);

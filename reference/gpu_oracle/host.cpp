@@ -272,6 +272,20 @@ void DeviceArray::upload(const void* host, size_t bytes, size_t offset) {
   FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(p_) + offset, host, bytes, cudaMemcpyHostToDevice, nullptr));
   FCO_CUDA(cudaDeviceSynchronize());
 }
+void DeviceArray::upload_beside(const void* host, size_t bytes, size_t offset) {
+  if (offset > bytes_ || bytes > bytes_ - offset) throw std::invalid_argument("DeviceArray::upload_beside past the array's end");
+  if (!bytes) return;
+  cudaStream_t s = nullptr;
+  FCO_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // non-blocking: no implicit wait on the legacy stream
+  try {
+    FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(p_) + offset, host, bytes, cudaMemcpyHostToDevice, s));
+    FCO_CUDA(cudaStreamSynchronize(s));
+  } catch (...) {
+    (void)cudaStreamDestroy(s);
+    throw;
+  }
+  FCO_CUDA(cudaStreamDestroy(s));
+}
 void DeviceArray::download(void* host, size_t bytes, size_t offset) const {
   if (offset > bytes_ || bytes > bytes_ - offset) throw std::invalid_argument("DeviceArray::download past the array's end");
   if (!bytes) return;

@@ -35,6 +35,9 @@ DeviceArray& DeviceArray::operator=(DeviceArray&& o) noexcept {
   return *this;
 }
 void DeviceArray::upload(const void*, size_t, size_t) { throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable()); }
+void DeviceArray::upload_beside(const void*, size_t, size_t) {
+  throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
+}
 void DeviceArray::download(void*, size_t, size_t) const {
   throw std::runtime_error("GPU oracle unavailable: " + *gpu_oracle_unavailable());
 }
