@@ -105,8 +105,9 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
   // A raw o is widened beside everything up to the judge's first read of it (0.25 s of host time
   // at (4,64,8192,128)): from the end of the read on, so that it also fills the wait for a CUDA start
   // that outlasted the read (0.16-0.21 s when two checks start at once, PERF.md session 18).
+  const bool raw_o = c.raw && c.raw->o;  // read here: the task releases c.raw->o once widened
   std::shared_future<void> o_widened;
-  if (c.raw && c.raw->o) o_widened = std::async(std::launch::async, [&rf] { widen_raw_output(rf.c); }).share();
+  if (raw_o) o_widened = std::async(std::launch::async, [&rf] { widen_raw_output(rf.c); }).share();
   if (cuda_started.valid()) {
     cuda_started.get();
     lap("CUDA start (beside the read)");
@@ -121,7 +122,7 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
   // queued kernels, and its next copy for the upload). Its device array is taken here, before the
   // oracle sizes its pieces by what is free. The judge waits for both where it first reads o.
   std::optional<DeviceArray> o_on_device;  // before the futures: their tasks have ended before it goes
-  if (c.raw && c.raw->o && dev && !opt.error_maps && opt.max_rows >= c.problem.seq_q &&
+  if (raw_o && dev && !opt.error_maps && opt.max_rows >= c.problem.seq_q &&
       !device_element_pass_unsupported(c.problem, false)) {
     try {
       o_on_device.emplace(static_cast<size_t>(c.problem.o_elems()) * sizeof(float));

@@ -426,7 +426,9 @@ TEST(DevicePass, ACheckFilesInputsOnTheDeviceGiveThePlainReadsReport) {
         return false;
       };
       EXPECT_TRUE(phase("inputs to the device")) << what << ": the inputs did not go to the device as read";
-      EXPECT_TRUE(phase("kernel O (placed beside the oracle)")) << what << ": o was not placed beside the oracle";
+      std::string phases;
+      for (const auto& [n, sec] : r.timings) phases += "\n  " + n;
+      EXPECT_TRUE(phase("kernel O (placed beside the oracle)")) << what << ": o was not placed beside the oracle; phases:" << phases;
       r.timings.clear();
       r.repro = want->repro, r.notes = want->notes;
       EXPECT_EQ(to_json(r).dump(), to_json(*want).dump()) << what << (allow ? " allowed" : "");

@@ -1,6 +1,7 @@
 // Host side of the GPU oracle's forward calls (naive_attention_gpu, dtype_baseline_gpu): transfers
 // and launches per piece, over pieces.h's tiles and packing (or gathers from DeviceInputs, also
 // here). The layout the kernels rely on is kernels.h's.
+#include <algorithm>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -278,8 +279,16 @@ void DeviceArray::upload_beside(const void* host, size_t bytes, size_t offset) {
   cudaStream_t s = nullptr;
   FCO_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // non-blocking: no implicit wait on the legacy stream
   try {
-    FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(p_) + offset, host, bytes, cudaMemcpyHostToDevice, s));
-    FCO_CUDA(cudaStreamSynchronize(s));
+    // In 32 MiB pieces, each waited for: a copy from pageable memory goes through the driver's
+    // staging buffers, which other streams' copies queue behind — the oracle's small uploads
+    // waited 0.11-0.13 s behind one 1 GiB copy (PERF.md session 19, call A).
+    constexpr size_t kPiece = size_t{32} << 20;
+    for (size_t at = 0; at < bytes; at += kPiece) {
+      const size_t n = std::min(kPiece, bytes - at);
+      FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(p_) + offset + at, static_cast<const char*>(host) + at, n,
+                               cudaMemcpyHostToDevice, s));
+      FCO_CUDA(cudaStreamSynchronize(s));
+    }
   } catch (...) {
     (void)cudaStreamDestroy(s);
     throw;
