@@ -99,15 +99,6 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
   // Where the GPU oracle will likely judge the file, 16-bit inputs go to the device as read: no
   // widening of gigabytes on the host (make_expected widens them only for a step on the CPU).
   ReadFile rf = read_file(path, opt, lap, gpu_likely);
-  const CheckFileCase& c = rf.c;
-  const NameAudit& names = rf.names;
-  KernelOutput out = rf.output();  // before the task below: it assigns c.o
-  // A raw o is widened beside everything up to the judge's first read of it (0.25 s of host time
-  // at (4,64,8192,128)): from the end of the read on, so that it also fills the wait for a CUDA start
-  // that outlasted the read (0.16-0.21 s when two checks start at once, PERF.md session 18).
-  const bool raw_o = c.raw && c.raw->o;  // read here: the task releases c.raw->o once widened
-  std::shared_future<void> o_widened;
-  if (raw_o) o_widened = std::async(std::launch::async, [&rf] { widen_raw_output(rf.c); }).share();
   if (cuda_started.valid()) {
     cuda_started.get();
     lap("CUDA start (beside the read)");
@@ -117,29 +108,35 @@ CheckFileVerdict check_file(const std::filesystem::path& path, const CheckFileOp
     dev = inputs_to_device(rf.c);
     lap(dev ? "inputs to the device, NaN/Inf scan there" : "widen to fp32");
   }
-  // Where the device element pass will read every row, the widened o is uploaded beside the
-  // oracle's GPU work, on a stream of its own (upload_beside: a plain upload waited for the oracle's
-  // queued kernels, and its next copy for the upload). Its device array is taken here, before the
-  // oracle sizes its pieces by what is free. The judge waits for both where it first reads o.
-  std::optional<DeviceArray> o_on_device;  // before the futures: their tasks have ended before it goes
-  if (raw_o && dev && !opt.error_maps && opt.max_rows >= c.problem.seq_q &&
+  // A raw o is widened (0.25 s of host time at (4,64,8192,128)) in a task beside the oracle's GPU
+  // work, while the host is otherwise idle: started at the end of the read it stretched the inputs'
+  // upload, which it contends with for memory bandwidth (PERF.md session 19, call B). Where the
+  // device element pass will read every row it is uploaded there too, on a stream of its own
+  // (upload_beside: a plain upload waited for the oracle's queued kernels, and the oracle's next
+  // copy for it). Its device array is taken here, before the oracle sizes its pieces by what is
+  // free. The judge waits for the task where it first reads o.
+  const CheckFileCase& c = rf.c;
+  const NameAudit& names = rf.names;
+  KernelOutput out = rf.output();  // before the task: it assigns c.o
+  std::optional<DeviceArray> o_on_device;  // before the future: the task has ended before it goes
+  if (c.raw && c.raw->o && dev && !opt.error_maps && opt.max_rows >= c.problem.seq_q &&
       !device_element_pass_unsupported(c.problem, false)) {
     try {
       o_on_device.emplace(static_cast<size_t>(c.problem.o_elems()) * sizeof(float));
     } catch (const DeviceOutOfMemory&) {  // the element pass uploads it, or runs on the host
     }
   }
-  std::shared_future<void> o_placed = o_widened;
-  if (o_on_device)
-    o_placed = std::async(std::launch::async, [&rf, &o_on_device, o_widened] {
-                 o_widened.get();
-                 o_on_device->upload_beside(rf.c.o.data(), rf.c.o.size() * sizeof(float));
-               }).share();
-  if (o_placed.valid())
+  std::future<void> o_placed;
+  if (c.raw && c.raw->o) {  // decided before the task starts: it releases c.raw->o once widened
+    o_placed = std::async(std::launch::async, [&rf, &o_on_device] {
+      widen_raw_output(rf.c);
+      if (o_on_device) o_on_device->upload_beside(rf.c.o.data(), rf.c.o.size() * sizeof(float));
+    });
     out.o_when_ready = [&] {
       o_placed.get();
       return KernelOutput::Ready{rf.c.o, o_on_device ? &*o_on_device : nullptr};
     };
+  }
   JudgeOptions jo{opt.max_rows, opt.error_maps, opt.oracle, opt.timings};
   if (dev) jo.inputs_on_device = {&*dev, [&rf] { widen_raw_inputs(rf.c); }};
   Report r = judge(c.problem, c.inputs, out, rf.declared(opt), jo);
