@@ -2,8 +2,10 @@
 // and launches per piece, over pieces.h's tiles and packing (or gathers from DeviceInputs, also
 // here). The layout the kernels rely on is kernels.h's.
 #include <algorithm>
+#include <cstdint>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include "reference/gpu_oracle/pieces.h"
 
@@ -240,6 +242,42 @@ DeviceArray dtype_baseline_gpu_resident(const Problem& p, const Inputs& in, cons
   return o;
 }
 
+namespace {
+
+// A large pageable host range page-locked for the length of one copy. The copy engine then reads
+// it where it lies; a pageable copy goes through the driver's staging buffers, a CPU copy of every
+// byte — host memory bandwidth, which checks sharing a host contend for (PERF.md session 19).
+// Where the driver will not lock it (no room, a range it refuses), the copy goes the pageable way.
+class LockedForCopy {
+ public:
+  static constexpr size_t kMinBytes = size_t{64} << 20;  // below it, staging costs less than locking
+  LockedForCopy(const void* p, size_t n) {
+    if (n < kMinBytes) return;
+    // Whole pages. A range this large is a mapping of its own (glibc maps anything past 32 MiB
+    // apart), so no other buffer's copy locks these pages; one that did would make this lock
+    // fail, and the copy go the pageable way.
+    static const uintptr_t kPage = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(kPage - 1);
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n + kPage - 1) & ~(kPage - 1);
+    void* base = reinterpret_cast<void*>(a);
+    if (cudaHostRegister(base, e - a, cudaHostRegisterDefault) == cudaSuccess)
+      base_ = base;
+    else
+      (void)cudaGetLastError();  // not this thread's next launch's failure
+  }
+  ~LockedForCopy() {
+    if (base_) (void)cudaHostUnregister(base_);
+  }
+  LockedForCopy(const LockedForCopy&) = delete;
+  LockedForCopy& operator=(const LockedForCopy&) = delete;
+  bool locked() const { return base_ != nullptr; }
+
+ private:
+  void* base_ = nullptr;
+};
+
+}  // namespace
+
 DeviceArray::DeviceArray(size_t bytes) : bytes_(bytes) {
   if (!bytes) return;
   const cudaError_t e = cudaMalloc(&p_, bytes);
@@ -270,6 +308,7 @@ DeviceArray& DeviceArray::operator=(DeviceArray&& o) noexcept {
 void DeviceArray::upload(const void* host, size_t bytes, size_t offset) {
   if (offset > bytes_ || bytes > bytes_ - offset) throw std::invalid_argument("DeviceArray::upload past the array's end");
   if (!bytes) return;
+  const LockedForCopy locked(host, bytes);
   FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(p_) + offset, host, bytes, cudaMemcpyHostToDevice, nullptr));
   FCO_CUDA(cudaDeviceSynchronize());
 }
@@ -279,10 +318,11 @@ void DeviceArray::upload_beside(const void* host, size_t bytes, size_t offset) {
   cudaStream_t s = nullptr;
   FCO_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // non-blocking: no implicit wait on the legacy stream
   try {
-    // In 32 MiB pieces, each waited for: a copy from pageable memory goes through the driver's
-    // staging buffers, which other streams' copies queue behind — the oracle's small uploads
-    // waited 0.11-0.13 s behind one 1 GiB copy (PERF.md session 19, call A).
-    constexpr size_t kPiece = size_t{32} << 20;
+    // Locked, one copy; else in 32 MiB pieces, each waited for: a copy from pageable memory goes
+    // through the driver's staging buffers, which other streams' copies queue behind — the
+    // oracle's small uploads waited 0.11-0.13 s behind one 1 GiB copy (PERF.md session 19, call A).
+    const LockedForCopy locked(host, bytes);
+    const size_t kPiece = locked.locked() ? bytes : size_t{32} << 20;
     for (size_t at = 0; at < bytes; at += kPiece) {
       const size_t n = std::min(kPiece, bytes - at);
       FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(p_) + offset + at, static_cast<const char*>(host) + at, n,

@@ -108,8 +108,8 @@ struct Job {
   const DeviceInputs* dev = nullptr;
 
   Job(const Problem& p_, const Inputs& in_, Pipeline pl, const RowSet& r, const DeviceInputs* d = nullptr)
-      : p(p_), in(in_), pipeline(pl), rows(r), seqs(p_), dev(d),
-        tm(pl == Pipeline::baseline ? go::kBaselineTile : go::kOracleTile) {}
+      : p(p_), in(in_), pipeline(pl), rows(r), seqs(p_),
+        tm(pl == Pipeline::baseline ? go::kBaselineTile : go::kOracleTile), dev(d) {}
   bool oracle() const { return pipeline == Pipeline::oracle; }
   // Entry e of (b, hk): its query head and query row.
   int64_t head_of(const HostTile& t, int64_t e) const { return t.hk * p.group() + e / rows.count(t.b); }

@@ -286,6 +286,9 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
+// Host memory is what the emulated device reads: locking it changes nothing.
+cudaError_t cudaHostRegister(void* p, size_t bytes, unsigned) { return p && bytes ? cudaSuccess : cudaErrorMemoryAllocation; }
+cudaError_t cudaHostUnregister(void* p) { return p ? cudaSuccess : cudaErrorMemoryAllocation; }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
   std::memcpy(dst, src, bytes);
   return cudaSuccess;
