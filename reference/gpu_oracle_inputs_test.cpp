@@ -194,25 +194,36 @@ TEST(GpuOracleDeviceInputs, RefusesWhatDoesNotMatch) {
   EXPECT_THROW((void)row_norms(dev.k, DType::bf16, p.seq_kv + 1, p.head_dim_qk), std::invalid_argument);
 }
 
-// upload_beside fills the bytes asked for, in pieces, and nothing around them: an upload past one
-// piece (32 MiB) ending mid-piece, at an offset, between bytes a plain upload wrote.
-TEST(DeviceArrayUploadBeside, FillsExactlyTheBytesAskedFor) {
+// Both uploads fill the bytes asked for and nothing around them: past one staged piece (32 MiB),
+// ending mid-piece, at an offset, and past the size from which the host range is locked for the
+// copy (64 MiB), between bytes a plain upload wrote.
+TEST(DeviceArrayUpload, FillsExactlyTheBytesAskedFor) {
   REQUIRE_GPU();
   const uint64_t seed = flashcheck::testing::seed_for(0xbe51de);
   std::mt19937_64 g(seed);
-  const size_t bytes = (size_t{32} << 20) + 4096 + g() % 4096, offset = 64 + g() % 64, total = bytes + offset + 128;
-  std::vector<uint8_t> host(bytes), back(total), before(total);
-  for (auto& b : host) b = static_cast<uint8_t>(g());
-  for (auto& b : before) b = static_cast<uint8_t>(g());
-  DeviceArray a(total);
-  a.upload(before.data(), total);
-  a.upload_beside(host.data(), bytes, offset);
-  a.download(back.data(), total);
-  EXPECT_EQ(std::memcmp(back.data(), before.data(), offset), 0) << "seed " << seed << ": bytes before the offset changed";
-  EXPECT_EQ(std::memcmp(back.data() + offset, host.data(), bytes), 0) << "seed " << seed;
-  EXPECT_EQ(std::memcmp(back.data() + offset + bytes, before.data() + offset + bytes, total - offset - bytes), 0)
-      << "seed " << seed << ": bytes past the upload changed";
-  EXPECT_THROW(a.upload_beside(host.data(), total - offset + 1, offset), std::invalid_argument);
+  for (const size_t mib : {32, 64}) {
+    for (const bool beside : {false, true}) {
+      const size_t bytes = (mib << 20) + 4096 + g() % 4096, offset = 64 + g() % 64, total = bytes + offset + 128;
+      const std::string what = "seed " + std::to_string(seed) + ", " + std::to_string(bytes) + " bytes" +
+                               (beside ? " beside" : "");
+      std::vector<uint8_t> host(bytes), back(total), before(total);
+      for (auto& b : host) b = static_cast<uint8_t>(g());
+      for (auto& b : before) b = static_cast<uint8_t>(g());
+      DeviceArray a(total);
+      a.upload(before.data(), total);
+      if (beside)
+        a.upload_beside(host.data(), bytes, offset);
+      else
+        a.upload(host.data(), bytes, offset);
+      a.download(back.data(), total);
+      EXPECT_EQ(std::memcmp(back.data(), before.data(), offset), 0) << what << ": bytes before the offset changed";
+      EXPECT_EQ(std::memcmp(back.data() + offset, host.data(), bytes), 0) << what;
+      EXPECT_EQ(std::memcmp(back.data() + offset + bytes, before.data() + offset + bytes, total - offset - bytes), 0)
+          << what << ": bytes past the upload changed";
+      EXPECT_THROW(a.upload_beside(host.data(), total - offset + 1, offset), std::invalid_argument);
+      EXPECT_THROW(a.upload(host.data(), total - offset + 1, offset), std::invalid_argument);
+    }
+  }
 }
 
 }  // namespace
