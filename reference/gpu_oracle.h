@@ -83,7 +83,10 @@ class DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
   void* data() const { return p_; }
   size_t bytes() const { return bytes_; }
-  // Ordered after every piece of work already on the device (it synchronizes the device).
+  // Ordered after every piece of work already on the device (it synchronizes the device). Both
+  // uploads lock a host range of 64 MiB or more for the length of the copy (cudaHostRegister), so
+  // that the copy engine reads it without a CPU copy through staging buffers; where the driver
+  // refuses (memory already locked, no room), they copy it as pageable memory.
   void upload(const void* host, size_t bytes, size_t offset = 0);
   // On a stream of its own, ordered with nothing else: for an array no queued work touches (a fresh
   // one, read by a later step), filled beside other GPU work. A plain upload made while the oracle's
