@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -286,8 +287,13 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
-// Host memory is what the emulated device reads: locking it changes nothing.
-cudaError_t cudaHostRegister(void* p, size_t bytes, unsigned) { return p && bytes ? cudaSuccess : cudaErrorMemoryAllocation; }
+// Host memory is what the emulated device reads: locking it changes nothing. FCO_EMU_REFUSE_HOST_REGISTER
+// makes it fail as a driver with no room (or memory locked already) does, so that tests reach the
+// callers' pageable way.
+cudaError_t cudaHostRegister(void* p, size_t bytes, unsigned) {
+  if (std::getenv("FCO_EMU_REFUSE_HOST_REGISTER")) return cudaErrorHostMemoryAlreadyRegistered;
+  return p && bytes ? cudaSuccess : cudaErrorMemoryAllocation;
+}
 cudaError_t cudaHostUnregister(void* p) { return p ? cudaSuccess : cudaErrorMemoryAllocation; }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
   std::memcpy(dst, src, bytes);
