@@ -103,15 +103,15 @@ std::string drawn_cases(const ProblemSpace& space, const CampaignOptions& o) {
 
 struct Broken {
   const char* kernel;
-  const char* gradient;                 // every failed name starts with it ("dq: ", "determinism")
+  const char* gradient;               // every failed name starts with it ("dq: ", "determinism")
   std::vector<std::string> criteria;  // one of them is one of these
 };
+
+void PrintTo(const Broken& b, std::ostream* os) { *os << b.kernel; }
 
 // Wrong values are caught by whichever of these a shrunk case fails first: at dqk = 1 and 2 keys
 // dk: cosine failed and dk: baseline_relative passed at 0.89 of its limit
 // (FLASHCHECK_SEED=6816918006739414028, backward_dk_first_head).
-void PrintTo(const Broken& b, std::ostream* os) { *os << b.kernel; }
-
 const std::vector<std::string> kWrongValues = {"cosine", "rel_l2", "baseline_relative", "rows_baseline_relative"};
 
 class BrokenBackward : public ::testing::TestWithParam<Broken> {};

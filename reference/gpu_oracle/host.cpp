@@ -276,6 +276,11 @@ class LockedForCopy {
   void* base_ = nullptr;
 };
 
+// A copy of `bytes` at `offset` must lie within an array of `size` bytes.
+void check_within(const char* who, size_t size, size_t bytes, size_t offset) {
+  if (offset > size || bytes > size - offset) throw std::invalid_argument(std::string(who) + " past the array's end");
+}
+
 }  // namespace
 
 DeviceArray::DeviceArray(size_t bytes) : bytes_(bytes) {
@@ -306,14 +311,14 @@ DeviceArray& DeviceArray::operator=(DeviceArray&& o) noexcept {
   return *this;
 }
 void DeviceArray::upload(const void* host, size_t bytes, size_t offset) {
-  if (offset > bytes_ || bytes > bytes_ - offset) throw std::invalid_argument("DeviceArray::upload past the array's end");
+  check_within("DeviceArray::upload", bytes_, bytes, offset);
   if (!bytes) return;
   const LockedForCopy locked(host, bytes);
   FCO_CUDA(cudaMemcpyAsync(static_cast<char*>(p_) + offset, host, bytes, cudaMemcpyHostToDevice, nullptr));
   FCO_CUDA(cudaDeviceSynchronize());
 }
 void DeviceArray::upload_beside(const void* host, size_t bytes, size_t offset) {
-  if (offset > bytes_ || bytes > bytes_ - offset) throw std::invalid_argument("DeviceArray::upload_beside past the array's end");
+  check_within("DeviceArray::upload_beside", bytes_, bytes, offset);
   if (!bytes) return;
   cudaStream_t s = nullptr;
   FCO_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // non-blocking: no implicit wait on the legacy stream
@@ -336,7 +341,7 @@ void DeviceArray::upload_beside(const void* host, size_t bytes, size_t offset) {
   FCO_CUDA(cudaStreamDestroy(s));
 }
 void DeviceArray::download(void* host, size_t bytes, size_t offset) const {
-  if (offset > bytes_ || bytes > bytes_ - offset) throw std::invalid_argument("DeviceArray::download past the array's end");
+  check_within("DeviceArray::download", bytes_, bytes, offset);
   if (!bytes) return;
   FCO_CUDA(cudaMemcpyAsync(host, static_cast<const char*>(p_) + offset, bytes, cudaMemcpyDeviceToHost, nullptr));
   FCO_CUDA(cudaDeviceSynchronize());
