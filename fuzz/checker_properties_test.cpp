@@ -244,12 +244,19 @@ RC_GTEST_PROP(Checker, FailsTwoSwappedOutputRowsThatDiffer, ()) {
     max_ref = std::max(max_ref, std::fabs(j.ref.oracle.o[e]));
   }
   RC_PRE(std::isfinite(base_err));
+  // An unresolved row (near-tied top scores) may hold any convex combination of its contenders'
+  // values, and two rows that see the same tied keys may then trade outputs within that promise:
+  // rows 13 and 15 of an outlier_keys case did (FLASHCHECK_SEED=11654706259002954361).
+  for (const auto& u : j.ref.unresolved) RC_PRE(u.index != a && u.index != b);
   const Tolerance& t = j.opt.tol;
   RC_PRE(diff > 1.01 * (t.baseline_k * base_err + t.baseline_atol * max_ref));
   (void)scale;
   auto o = j.good.o;
   for (int64_t x = 0; x < p.head_dim_v; ++x) std::swap(o[a * p.head_dim_v + x], o[b * p.head_dim_v + x]);
-  RC_ASSERT(!j.judge(o, j.good.lse).pass());
+  const Report r = j.judge(o, j.good.lse);
+  if (r.pass())
+    RC_FAIL("rows " + std::to_string(a) + " and " + std::to_string(b) + " swapped (they differ by " + std::to_string(diff) +
+            ") and the report passes:\n" + to_text(r));
 }
 
 RC_GTEST_PROP(Safetensors, NoByteMutationCrashesTheReader, ()) {
