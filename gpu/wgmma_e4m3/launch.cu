@@ -30,8 +30,9 @@ struct Scratch {
 };
 
 // Boxes of box_bytes × box_rows: Q and K rows are 128 bytes per box, or the whole row when shorter
-// (D = 64, the 64-byte swizzle the tile layout declares); Vᵀ always 128 keys, however few there
-// are (the box reaches past the tensor's end, zero-filled, and still counts its bytes).
+// (D = 64, the 64-byte swizzle the tile layout declares); Vᵀ a column block of 128 or 64 keys,
+// however few there are (the box reaches past the tensor's end, zero-filled, and still counts its
+// bytes).
 CUtensorMap map_e4m3(const void* base, int64_t outer, int64_t heads, int64_t rows, int dim, int box_rows, int box_bytes) {
   return tma::make_map_typed(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, outer, heads, rows, dim, dim, rows * dim,
                              rows * dim * heads, box_rows, box_bytes);
@@ -48,6 +49,23 @@ void launch_kernel(const CUtensorMap& mq, const CUtensorMap& mk, const CUtensorM
   note_launched_tile("wgmma_e4m3", T::kBlockM, T::kBlockN);
 }
 
+// The maps and grid of configuration C (tile_size.h): K's boxes are its kBlockN rows, Vᵀ's its
+// column blocks of kVtRowBytes keys × Dv rows.
+template <class C>
+void launch_config(const E4m3Params& ep, const void* vt, int skv16, bool out_bf16, cudaStream_t s) {
+  using T = typename C::Traits;
+  const FwdParams& p = ep.base;
+  constexpr int D = T::kHeadDimQK;
+  const void* k = p.seq_kv > 0 ? p.k : vt;  // no keys: nothing is loaded, but the map needs a base
+  const CUtensorMap mq = map_e4m3(p.q, p.batch, p.heads_q, p.seq_q, D, T::kBlockM, T::kRowBytes);
+  const CUtensorMap mk = map_e4m3(k, p.batch, p.heads_kv, p.seq_kv > 0 ? p.seq_kv : 1, D, T::kBlockN, T::kRowBytes);
+  const CUtensorMap mvt = map_e4m3(vt, p.batch, p.heads_kv, D, skv16, D, T::kVtRowBytes);  // rows: Dv; "dim": keys
+  const dim3 grid(static_cast<unsigned>((p.seq_q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(p.heads_q),
+                  static_cast<unsigned>(p.batch));
+  out_bf16 ? launch_kernel<T, C::kPingPong, true>(mq, mk, mvt, ep, grid, s)
+           : launch_kernel<T, C::kPingPong, false>(mq, mk, mvt, ep, grid, s);
+}
+
 template <int D>
 void launch_d(const E4m3Params& ep, bool out_bf16, cudaStream_t s) {
   const FwdParams& p = ep.base;
@@ -60,24 +78,12 @@ void launch_d(const E4m3Params& ep, bool out_bf16, cudaStream_t s) {
                                                p.seq_kv, skv16);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) cuda_fail(e, "transpose_v_kernel", __FILE__, __LINE__);
-
-  using T = typename WgmmaE4m3Config<D, false>::Traits;
-  static_assert(T::kBlockM == WgmmaE4m3Config<D, true>::Traits::kBlockM, "one q-tile height per head dim");
-  const void* k = p.seq_kv > 0 ? p.k : vt.ptr;  // no keys: nothing is loaded, but the map needs a base
-  const CUtensorMap mq = map_e4m3(p.q, p.batch, p.heads_q, p.seq_q, D, T::kBlockM, T::kRowBytes);
-  const CUtensorMap mk = map_e4m3(k, p.batch, p.heads_kv, p.seq_kv > 0 ? p.seq_kv : 1, D, T::kBlockN, T::kRowBytes);
-  const CUtensorMap mvt = map_e4m3(vt.ptr, p.batch, p.heads_kv, D, skv16, D, 128);  // rows: Dv; "dim": keys
-  const dim3 grid(static_cast<unsigned>((p.seq_q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(p.heads_q),
-                  static_cast<unsigned>(p.batch));
-  if (p.causal) {
-    using C = WgmmaE4m3Config<D, true>;
-    out_bf16 ? launch_kernel<typename C::Traits, C::kPingPong, true>(mq, mk, mvt, ep, grid, s)
-             : launch_kernel<typename C::Traits, C::kPingPong, false>(mq, mk, mvt, ep, grid, s);
-  } else {
-    using C = WgmmaE4m3Config<D, false>;
-    out_bf16 ? launch_kernel<typename C::Traits, C::kPingPong, true>(mq, mk, mvt, ep, grid, s)
-             : launch_kernel<typename C::Traits, C::kPingPong, false>(mq, mk, mvt, ep, grid, s);
-  }
+  static_assert(WgmmaE4m3Config<D, false>::Traits::kBlockM == WgmmaE4m3Config<D, true>::Traits::kBlockM,
+                "one q-tile height per head dim");
+  if (p.causal)
+    launch_config<WgmmaE4m3Config<D, true>>(ep, vt.ptr, skv16, out_bf16, s);
+  else
+    launch_config<WgmmaE4m3Config<D, false>>(ep, vt.ptr, skv16, out_bf16, s);
 }
 
 }  // namespace

@@ -51,7 +51,9 @@ __device__ __forceinline__ void e4m3_produce(const E4m3Smem<T>& sm, const CUtens
       tma::load_4d(sm.k(stage) + j * T::kKBlockBytes, mk, sm.k_full(stage), T::kRowBytes * j, k0, c.hk, c.b);
     if (round > 0) sync::mbar_wait(sm.v_empty(stage), (round - 1) & 1);
     sync::mbar_arrive_expect_tx(sm.v_full(stage), static_cast<uint32_t>(T::kVtBytes));
-    tma::load_4d(sm.v(stage), mvt, sm.v_full(stage), k0, 0, c.hk, c.b);  // keys k0.., all Dv rows
+#pragma unroll
+    for (int j = 0; j < T::kVtBlocks; ++j)  // keys k0 + kVtRowBytes·j .., all Dv rows
+      tma::load_4d(sm.v(stage) + j * T::kVtBlockBytes, mvt, sm.v_full(stage), k0 + T::kVtRowBytes * j, 0, c.hk, c.b);
     if (++stage == T::kStages) stage = 0, ++round;
   }
 }
@@ -67,13 +69,16 @@ __device__ __forceinline__ void e4m3_gemm_qk(float (&s)[T::kSRegs], uint64_t des
                                        wgmma::desc_add(desc_k, (ks / n) * T::kKBlockBytes + (ks % n) * 32), ks > 0);
 }
 
-// O += P·V: kBlockN/32 k-steps, P's registers 4kk .. 4kk + 3, Vᵀ 32·kk bytes into its rows.
+// O += P·V: kBlockN/32 k-steps, P's registers 4kk .. 4kk + 3; step kk's keys are 32·(kk % n) bytes
+// into the rows of Vᵀ's column block kk / n, n the steps per block row (4 in 128-byte rows, 2 in
+// 64-byte ones).
 template <class T>
 __device__ __forceinline__ void e4m3_gemm_pv(float (&o)[T::kORegs], const uint32_t (&p)[T::kPRegs], uint64_t desc_vt) {
+  constexpr int n = T::kVtRowBytes / 32;
 #pragma unroll
   for (int kk = 0; kk < T::kBlockN / 32; ++kk)
     wgmma::WgmmaE4m3Op<T::kHeadDimV>::rs(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
-                                         wgmma::desc_add(desc_vt, kk * 32), 1);
+                                         wgmma::desc_add(desc_vt, (kk / n) * T::kVtBlockBytes + (kk % n) * 32), 1);
 }
 
 // Four fp32 → one register of four e4m3 (round to nearest even; P ≤ 256 < 448 never saturates),
@@ -126,7 +131,7 @@ __device__ __forceinline__ void e4m3_consume(const E4m3Smem<T>& sm, const FwdPar
 
   const uint64_t desc_q = wgmma::make_kmajor_desc(sync::smem_addr(sm.q()) + cw * 64 * T::kRowBytes, T::kRowBytes);
   const uint64_t desc_k0 = wgmma::make_kmajor_desc(sync::smem_addr(sm.k(0)), T::kRowBytes);
-  const uint64_t desc_v0 = wgmma::make_kmajor_desc(sync::smem_addr(sm.v(0)), 128);
+  const uint64_t desc_v0 = wgmma::make_kmajor_desc(sync::smem_addr(sm.v(0)), T::kVtRowBytes);
 
   auto desc_k = [&](int stage) { return wgmma::desc_add(desc_k0, stage * static_cast<uint32_t>(T::kKBytes)); };
   auto desc_v = [&](int stage) { return wgmma::desc_add(desc_v0, stage * static_cast<uint32_t>(T::kVtBytes)); };

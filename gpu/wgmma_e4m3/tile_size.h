@@ -11,7 +11,9 @@ namespace flashcheck::kernels {
 //  * Q tile [kBlockM][D] and K tiles [kBlockN][D]: D/128 column blocks of 128-byte rows (K-major),
 //    or one block of 64-byte rows for D = 64.
 //  * Vᵀ tiles [Dv][kBlockN]: fp8 wgmma has no transposed B, so P·V reads V transposed, keys
-//    contiguous, from a copy the launch makes (transpose_v.cuh): one column block of 128 keys.
+//    contiguous, from a copy the launch makes (transpose_v.cuh): column blocks of 128 keys (128-byte
+//    swizzle) where kBlockN is a multiple of 128, else of 64 keys (64-byte swizzle), so that
+//    kBlockN = 192 — FlashAttention-3's tile for a pre-transposed V at D = 128 — is 3 whole blocks.
 //  * O is staged for the global stores in an area of its own (16-bit, [kBlockM][Dv] as Dv/64
 //    swizzled blocks): the Q tile, which wgmma_f16 reuses, is half the size in fp8.
 template <int D, int BN, int WGs = 2, int Stages = 2>
@@ -35,8 +37,12 @@ struct WgmmaE4m3Traits {
   static constexpr size_t kKBlockBytes = size_t(kBlockN) * kRowBytes;
   static constexpr size_t kQBytes = kQBlocks * kQBlockBytes;
   static constexpr size_t kKBytes = kQBlocks * kKBlockBytes;
-  static constexpr size_t kVtBytes = size_t(D) * 128;  // Dv rows of kBlockN = 128 keys
-  static constexpr size_t kVBytes = kVtBytes;           // a V slot of the ring (gpu/wgmma_f16/smem.cuh)
+  // Vᵀ: kVtBlocks column blocks of Dv rows × kVtRowBytes keys; a k32 step never crosses a block.
+  static constexpr int kVtRowBytes = BN % 128 == 0 ? 128 : 64;
+  static constexpr int kVtBlocks = BN / kVtRowBytes;
+  static constexpr size_t kVtBlockBytes = size_t(D) * kVtRowBytes;
+  static constexpr size_t kVtBytes = kVtBlocks * kVtBlockBytes;
+  static constexpr size_t kVBytes = kVtBytes;  // a V slot of the ring (gpu/wgmma_f16/smem.cuh)
   static constexpr int kOBlocks = D / 64;               // 16-bit output: 64 columns per 128-byte row
   static constexpr size_t kOBlockBytes = size_t(kBlockM) * 128;
   static constexpr size_t kOffQ = 0;
@@ -52,8 +58,8 @@ struct WgmmaE4m3Traits {
   static constexpr int kSRegs = kBlockN / 2, kPRegs = kBlockN / 8, kORegs = D / 2;
 
   static_assert(D == 64 || D == 128 || D == 256, "compiled head dims: 64, 128 and 256");
-  static_assert(kBlockN == 128, "a Vᵀ tile row is one 128-byte swizzle row: 128 keys");
-  static_assert(kQBlockBytes % 1024 == 0 && kKBlockBytes % 1024 == 0 && kVtBytes % 1024 == 0,
+  static_assert(kBlockN % 64 == 0 && kBlockN <= 256, "Vᵀ rows of whole 64- or 128-byte blocks; wgmma N ≤ 256");
+  static_assert(kQBlockBytes % 1024 == 0 && kKBlockBytes % 1024 == 0 && kVtBlockBytes % 1024 == 0,
                 "swizzle pattern anchored at 1024 bytes");
   static_assert(kConsumerWGs == 2 || kConsumerWGs == 3, "register budgets for 2 or 3 consumer warpgroups");
   static_assert(kSRegs + kPRegs + kORegs <= kConsumerRegs - 32, "S, P and O must leave room for the rest");

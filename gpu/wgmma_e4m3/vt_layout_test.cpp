@@ -22,7 +22,7 @@ TEST(VtLayout, EachGroupOf16HoldsEveryKeyOnce) {
 TEST(VtLayout, EveryFragmentByteCarriesTheKeyVtHoldsThere) {
   for (int lane = 0; lane < 32; ++lane) {
     const int g = lane / 4, t = lane % 4;
-    for (int kk = 0; kk < 4; ++kk)  // kBlockN = 128: four k32 steps
+    for (int kk = 0; kk < 8; ++kk)  // up to kBlockN = 256: eight k32 steps (192: six)
       for (int r = 0; r < 4; ++r)
         for (int b = 0; b < 4; ++b) {
           // The accumulator packed into this byte: its row and key (wgmma's accumulator layout).
