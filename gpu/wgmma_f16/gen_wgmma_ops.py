@@ -15,8 +15,8 @@ import sys
 # Every N the tile table (tile_size.h) may ask for: S = Q·Kᵀ uses N = kBlockN, O += P·V uses N = Dv.
 NS = [64, 80, 96, 112, 128, 144, 160, 176, 192, 256]
 TYPES = [("true", "bf16"), ("false", "f16")]
-# wgmma_e4m3 (gpu/wgmma_e4m3/tile_size.h): kBlockN = 128, Dv in {64, 128, 256}.
-E4M3_NS = [64, 128, 256]
+# wgmma_e4m3 (gpu/wgmma_e4m3/tile_size.h): kBlockN in {128, 192}, Dv in {64, 128, 256}.
+E4M3_NS = [64, 128, 192, 256]
 
 
 def regs(first, count):
