@@ -67,17 +67,17 @@ struct WgmmaE4m3Traits {
   static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's 227 KB of shared memory per block");
 };
 
-// The tile table, each entry the fastest measured on an H100 (PERF.md, "wgmma_e4m3", session 15,
-// (4,16,8192,D) e4m3, TFLOPS median of 30; runs of one configuration differ by up to 5%):
+// The tile table, each entry the fastest measured on an H100 (PERF.md, "wgmma_e4m3", sessions 15
+// and 20, (4,16,8192,D) e4m3, TFLOPS median of 30; runs of one configuration differ by up to 5%):
 //   D = 64:   three consumer warpgroups (192 rows, 160 registers each: S 64 + P 16 + O 32), no
-//             ping-pong: 585 against 485 with two warpgroups and 561 with ping-pong.
-//   D = 128:  two warpgroups, no ping-pong: 797 against 782-788 with it (813 with 3 stages, within
-//             the noise); causal 737-742 either way.
-//   D = 256:  two warpgroups, ping-pong (non-causal): 1144-1178 against 1144 without.
-// Keys per tile: 128 everywhere (a Vᵀ row is one 128-byte swizzle row).
+//             ping-pong: 585 against 485 with two warpgroups and 561 with ping-pong; 128 keys.
+//   D = 128:  two warpgroups, 192 keys (S 96 + P 24 + O 64), three stages, no ping-pong: 824-853
+//             against 778-798 at 128 keys (+7%), causal 760 against 685-712 (+8%); ping-pong at 192
+//             keys 795-835. Shared memory 16 KB Q + 3 × 48 KB K/Vᵀ + 32 KB O.
+//   D = 256:  two warpgroups, ping-pong (non-causal): 1144-1178 against 1144 without; 128 keys.
 template <int D, bool kCausal>
 struct WgmmaE4m3Config {
-  using Traits = WgmmaE4m3Traits<D, 128, D == 64 ? 3 : 2>;
+  using Traits = WgmmaE4m3Traits<D, D == 128 ? 192 : 128, D == 64 ? 3 : 2, D == 128 ? 3 : 2>;
   static constexpr bool kPingPong = D == 256 && !kCausal;
 };
 
