@@ -56,6 +56,9 @@ struct WgmmaE4m3Traits {
 
   // S (fp32, kBlockN/2), P (e4m3, 4 per register: kBlockN/8), O (fp32, Dv/2) per consumer thread.
   static constexpr int kSRegs = kBlockN / 2, kPRegs = kBlockN / 8, kORegs = D / 2;
+  // O's rescale skipped for a tile where no row of the warp raised its max (corr exactly 1: the
+  // same bits): +2.7% at D = 64, none at 128, within the spread at 256 (H100, PERF.md session 20).
+  static constexpr bool kSkipUnchangedRescale = D == 64;
 
   static_assert(D == 64 || D == 128 || D == 256, "compiled head dims: 64, 128 and 256");
   static_assert(kBlockN % 64 == 0 && kBlockN <= 256, "Vᵀ rows of whole 64- or 128-byte blocks; wgmma N ≤ 256");

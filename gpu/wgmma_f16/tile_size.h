@@ -48,6 +48,10 @@ struct WgmmaF16Traits {
   // slower at 64, whose three warpgroups of 160 registers take the second code path badly (PERF.md,
   // session 16).
   static constexpr bool kOneFfmaExp = Dqk >= 128;
+  // O's rescale skipped for a tile where no row of the warp raised its max (corr is then exactly 1,
+  // so the output is bitwise the same): +1% at (4,64,8192,128), +0.6% at (4,16,4096,256), 3.5%
+  // slower at 64 (three warpgroups of 160 registers), on an H100 (PERF.md, session 20); 192 untimed.
+  static constexpr bool kSkipUnchangedRescale = Dqk == 128 || Dqk == 256;
 
   static_assert((Dqk == 64 || Dqk == 128 || Dqk == 256) ? Dv == Dqk : (Dqk == 192 && Dv == 128),
                 "compiled head dims: Dqk = Dv in {64, 128, 256}, and Dqk = 192 with Dv = 128");
