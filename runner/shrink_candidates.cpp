@@ -156,16 +156,27 @@ std::vector<Problem> smaller_problems(const Problem& p, const Capabilities& caps
     push(q);
   }
 
-  // ---- Lengths. Halving and stepping by one, plus their even neighbours: a kernel that declines
-  // odd lengths (or other residues) would otherwise strand the shrinker, e.g. at 10 when 5 and 9
-  // are declined. A batch of listed lengths shrinks once it is down to one sequence.
+  // ---- Lengths. Halving, a quarter off and stepping by one, plus their even neighbours: a kernel
+  // that declines odd lengths (or other residues) would otherwise strand the shrinker, e.g. at 10
+  // when 5 and 9 are declined. A quarter off keeps the walk logarithmic where halving one length
+  // hides the fault and only the other's size matters: a top-left causal tail bug at Sq 126, Skv 64
+  // shows while Sq >= Skv, so halving Sq always passed, and one-by-one steps spent the whole step
+  // budget on the way down to 64 (CApi test, FLASHCHECK_SEED=6392087453616338575). A batch of
+  // listed lengths shrinks once it is down to one sequence.
   auto lengths = [](int64_t n) {
     std::vector<int64_t> l;
-    for (int64_t len : {int64_t{1}, n / 2, n - 1, n / 2 - 1, n - 2})
-      if (len >= 1 && len < n) l.push_back(len);
+    for (int64_t len : {int64_t{1}, n / 2, n - n / 4, n - 1, n / 2 - 1, n - 2})
+      if (len >= 1 && len < n && std::find(l.begin(), l.end(), len) == l.end()) l.push_back(len);
     return l;
   };
   if (!has_lists(p)) {
+    // Both halved first: a fault that needs their relation (a causal edge, Sq >= Skv) keeps it.
+    if (p.seq_q > 1 && p.seq_kv > 1) {
+      q = p;
+      q.seq_q = p.seq_q / 2;
+      q.seq_kv = p.seq_kv / 2;
+      push(q);
+    }
     for (auto m : {&Problem::seq_q, &Problem::seq_kv})
       for (int64_t len : lengths(p.*m)) {
         q = p;

@@ -116,6 +116,43 @@ TEST(ShrinkCandidates, AWindowShrinksToTheSmallestThatStillFails) {
   EXPECT_EQ(p.window.right, 0);
 }
 
+// The campaign's shrinker counts every candidate it runs against its budget (200), passing ones
+// included: here each candidate tried is counted, as there.
+std::pair<Problem, int> shrink_counting_tries(Problem p, const std::function<bool(const Problem&)>& fails,
+                                              const Capabilities& caps, int budget) {
+  int tried = 0;
+  for (bool improved = true; improved && tried < budget;) {
+    improved = false;
+    for (const Problem& q : smaller_problems(p, caps)) {
+      if (++tried > budget) break;
+      if (fails(q)) {
+        p = q;
+        improved = true;
+        break;
+      }
+    }
+  }
+  return {p, tried};
+}
+
+// A top-left causal tail bug (the last key dropped) shows only while some row sees that key, i.e.
+// while Sq >= Skv: halving Sq alone always hides it. The lengths still shrink to a few rows and
+// keys within the campaign's budget, from any start.
+RC_GTEST_PROP(ShrinkCandidates, ATopLeftTailBugShrinksToAFewRowsWithinTheBudget, ()) {
+  const int64_t skv = *rc::gen::inRange<int64_t>(2, 2049);
+  const int64_t sq = *rc::gen::inRange<int64_t>(skv, 4097);
+  const Problem start = parse_problem("b=2 hq=4 hkv=1 sq=" + std::to_string(sq) + " skv=" + std::to_string(skv) +
+                                      " d=16 causal=top_left dtype=f32");
+  RC_TAG(sq > 2 * skv ? "Sq > 2 Skv" : "Sq <= 2 Skv");
+  auto fails = [](const Problem& p) { return p.causal == Causal::top_left && p.seq_kv > 1 && p.seq_q >= p.seq_kv; };
+  const auto [p, tried] = shrink_counting_tries(start, fails, everything(), 200);
+  RC_LOG() << to_string(start) << " -> " << to_string(p) << " after " << tried << " candidates\n";
+  RC_ASSERT(fails(p));
+  RC_ASSERT(p.seq_q <= 4);
+  RC_ASSERT(p.seq_kv <= 4);
+  RC_ASSERT(tried < 200);
+}
+
 TEST(ShrinkCandidates, PagingAndOtherVariantsGoWhenTheyAreNotTheCause) {
   const Problem start =
       parse_problem("b=3 hq=4 hkv=1 sq=5 skv=70,33,90 d=64 page=16 pages=shuffled alibi=signed slopes=batch sinks=1 softcap=12 dtype=bf16");
