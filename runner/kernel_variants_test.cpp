@@ -86,7 +86,7 @@ TEST_P(KernelVariants, EachVariantAgreesWithTheOracle) {
   };
   int n = 0;
   for (const std::string& line : lines)
-    for (const auto d : dims())
+    for (const auto& d : dims())
       for (DType dt : {DType::bf16, DType::f16}) {
         const Problem p = with(line, d, dt);
         EXPECT_TRUE(passes(v, p, flashcheck::testing::seed_for(2200 + n++)));
@@ -99,7 +99,7 @@ TEST_P(KernelVariants, EachVariantAgreesWithTheOracle) {
 TEST_P(KernelVariants, WindowEdgesOnTileBoundaries) {
   const Variant& v = *v_;
   int n = 0;
-  for (const auto [d, dv] : dims())
+  for (const auto& [d, dv] : dims())
     for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right}) {
       const int64_t bn = tile(d, c).block_kv, bq = tile(d, c).block_q;
       const std::vector<int64_t> lefts{0, 1, bn - 1, bn, bn + 1, 2 * bn, -1};
@@ -136,7 +136,7 @@ TEST_P(KernelVariants, SqAboveSkvAndEmptyRows) {
   };
   int n = 0;
   for (const std::string& line : lines)
-    for (const auto d : dims())
+    for (const auto& d : dims())
       for (DType dt : {DType::bf16, DType::f16}) EXPECT_TRUE(passes(v, with(line, d, dt), flashcheck::testing::seed_for(2400 + n++)));
 }
 
@@ -155,7 +155,7 @@ TEST_P(KernelVariants, SkippedTilesAreNeverRead) {
   };
   int n = 0;
   for (const std::string& line : lines)
-    for (const auto dd : dims()) {
+    for (const auto& dd : dims()) {
       const Problem p = with(line, dd, DType::bf16);
       const int64_t d = dd.first, dv = dd.second;
       ASSERT_LE(p.seq_q, tile(d, p.causal).block_q) << "one q-tile per sequence: every row's tiles are the q-tile's";
@@ -201,7 +201,7 @@ TEST_P(KernelVariants, RowsPastAPackedSequenceNeverReachItsOutput) {
   };
   int n = 0;
   for (const std::string& line : lines)
-    for (const auto dd : dims()) {
+    for (const auto& dd : dims()) {
       const Problem p = with(line, dd, DType::bf16);
       Inputs in = make_inputs(p, flashcheck::testing::seed_for(2550 + n++));
       const Sequences seq(p);
@@ -225,7 +225,7 @@ TEST_P(KernelVariants, RowsPastAPackedSequenceNeverReachItsOutput) {
 // an H100, session 7), so the LSE is held to 2^-20·(1 + |LSE|), far inside the judge's limit.
 TEST_P(KernelVariants, PlainAndStridedLaunchesAgree) {
   const Variant& v = *v_;
-  for (const auto d : dims())
+  for (const auto& d : dims())
     for (Causal c : {Causal::none, Causal::top_left, Causal::bottom_right}) {
       Problem plain = with("b=2 hq=4 hkv=2 sq=300 skv=333", d, DType::bf16);
       plain.causal = c;

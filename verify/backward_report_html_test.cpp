@@ -164,9 +164,10 @@ TEST(BackwardHtml, LoadsInHeadlessChromiumAndNeverSaysOkPastALimit) {
   for (const auto& row : rows) {
     ASSERT_EQ(row.cells.size(), 5u);
     fails += row.attrs.at("data-status") == "FAIL";
-    if (row.cells[0] == "ok")  // comparison_text states the relation that holds: "a > b" or "a < b" is past the limit
+    if (row.cells[0] == "ok") {  // comparison_text states the relation that holds: "a > b" or "a < b" is past the limit
       EXPECT_TRUE(row.cells[2].find(" > ") == std::string::npos && row.cells[2].find(" < ") == std::string::npos)
           << row.attrs.at("data-criterion") << ": " << row.cells[2];
+    }
   }
   EXPECT_EQ(fails, r.failed().size());
 }

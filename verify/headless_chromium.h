@@ -175,8 +175,12 @@ inline void expect_honest_row(const DomRow& row) {
   const bool holds = op == "\u2264" ? v <= limit : op == "\u2265" ? v >= limit : op == "<" ? v < limit : v > limit;
   EXPECT_TRUE(holds) << "the printed relation is false of the printed numbers";
   const bool within = op == "\u2264" || op == "\u2265";
-  if (st == "ok") EXPECT_TRUE(within) << "ok beside a value past its limit";
-  if (!within) EXPECT_TRUE(st == "FAIL" || st == "over limit (reported only)" || st == "over limit") << st;
+  if (st == "ok") {
+    EXPECT_TRUE(within) << "ok beside a value past its limit";
+  }
+  if (!within) {
+    EXPECT_TRUE(st == "FAIL" || st == "over limit (reported only)" || st == "over limit") << st;
+  }
 }
 
 }  // namespace flashcheck::testing
