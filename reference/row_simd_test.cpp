@@ -44,7 +44,9 @@ TEST(RowSimd, EveryWidthFindsTheSameScaledMaxAndItsNaN) {
         EXPECT_EQ(r.m, m) << k.name << " n=" << n << " NaN at " << nan_at;
         EXPECT_EQ(r.nan, nan_at >= 0) << k.name << " n=" << n << " NaN at " << nan_at;
         for (int64_t j = 0; j < n; ++j)
-          if (j != nan_at) EXPECT_EQ(s[static_cast<size_t>(j)], want[static_cast<size_t>(j)]) << k.name << " j=" << j;
+          if (j != nan_at) {
+            EXPECT_EQ(s[static_cast<size_t>(j)], want[static_cast<size_t>(j)]) << k.name << " j=" << j;
+          }
       }
     }
   }

@@ -121,7 +121,9 @@ TEST(Isolation, SameBitsAsInProcess) {
       ASSERT_EQ(local.o.size(), r.result->o.size());
       EXPECT_EQ(std::memcmp(local.o.data(), r.result->o.data(), local.o.size() * 4), 0) << v->name();
       ASSERT_EQ(local.lse.has_value(), r.result->lse.has_value());
-      if (local.lse) EXPECT_EQ(std::memcmp(local.lse->data(), r.result->lse->data(), local.lse->size() * 4), 0);
+      if (local.lse) {
+        EXPECT_EQ(std::memcmp(local.lse->data(), r.result->lse->data(), local.lse->size() * 4), 0);
+      }
       EXPECT_EQ(r.result->oob_writes, 0);
     }
     ASSERT_EQ(ran, 3) << v->name() << ": too few supported cases drawn";
@@ -457,7 +459,9 @@ TEST(Report, NoOkBesideAValuePastItsLimit) {
       EXPECT_EQ(line.find("ok"), std::string::npos) << line;
       EXPECT_NE(line.find("over limit (reported only)"), std::string::npos) << line;
     }
-    if (line.find(" rel_l2:") != std::string::npos) EXPECT_EQ(line.rfind("  ok ", 0), 0u) << line;
+    if (line.find(" rel_l2:") != std::string::npos) {
+      EXPECT_EQ(line.rfind("  ok ", 0), 0u) << line;
+    }
   }
 }
 

@@ -49,7 +49,9 @@ TEST(CheckIdentify, TellsAnExclusiveLeftWindowBound) {
   int passing = 0;
   for (const ReadingVerdict& r : v) {
     passing += r.pass;
-    if (r.pass) EXPECT_NE(r.reading.name.find("window left exclusive"), std::string::npos) << to_text(v);
+    if (r.pass) {
+      EXPECT_NE(r.reading.name.find("window left exclusive"), std::string::npos) << to_text(v);
+    }
   }
   EXPECT_EQ(passing, 1) << to_text(v);
   EXPECT_NE(identification_summary(v).find("window left exclusive"), std::string::npos) << identification_summary(v);
@@ -84,7 +86,9 @@ TEST(CheckIdentify, AKernelAsStatedPassesOnlyAsStated) {
   ASSERT_FALSE(v.empty());
   EXPECT_TRUE(v.front().pass) << to_text(v);
   for (size_t i = 1; i < v.size(); ++i)
-    if (v[i].reading.name.find("causal") != std::string::npos) EXPECT_FALSE(v[i].pass) << to_text(v);
+    if (v[i].reading.name.find("causal") != std::string::npos) {
+      EXPECT_FALSE(v[i].pass) << to_text(v);
+    }
   fs::remove(path);
 }
 
