@@ -161,10 +161,7 @@ __device__ __forceinline__ void e4m3_consume(const E4m3Smem<T>& sm, const FwdPar
       wgmma::fence_operands(pf);
     }
     __device__ __forceinline__ void softmax_tile(int t) { softmax_of(t); }
-    __device__ __forceinline__ void rescale() {
-      if (!T::kSkipUnchangedRescale || __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f))
-        softmax::rescale(o, corr);
-    }
+    __device__ __forceinline__ void rescale() { softmax::rescale<T::kSkipUnchangedRescale>(o, corr); }
     __device__ __forceinline__ void to_p() { e4m3_to_p(s, pf); }
   } step{softmax_tile, desc_q, desc_k, desc_v, s, pf, st.o, corr};
   overlapped_tiles<T::kStages, W, kTurns>(sm, cw, n_tiles, step);

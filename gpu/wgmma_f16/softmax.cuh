@@ -111,9 +111,12 @@ __device__ __forceinline__ void to_a_fragments(const float (&s)[kRegs], uint32_t
   for (int i = 0; i < kRegs / 2; ++i) p[i] = pack2<kBf16>(s[2 * i], s[2 * i + 1]);
 }
 
-// O *= corr per row.
-template <int kRegs>
+// O *= corr per row. kSkipUnchanged: where no row of the warp raised its max this tile, corr is
+// exp2(0) = 1 exactly on every row, so one vote skips the multiplies with the same bits; the
+// traits say where that measured faster (PERF.md, session 20).
+template <bool kSkipUnchanged = false, int kRegs>
 __device__ __forceinline__ void rescale(float (&o)[kRegs], const float (&corr)[2]) {
+  if (kSkipUnchanged && !__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) return;
 #ifdef FLASHCHECK_PERTURB
   perturb::on_access(perturb::kResO);
 #endif
