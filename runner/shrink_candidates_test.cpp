@@ -28,19 +28,25 @@ Capabilities everything() {
 }
 
 // The shrinker's loop with a predicate for "still fails": the first failing candidate is taken,
-// until none fails. Returns the last failing problem and the steps it took.
-std::pair<Problem, int> shrink_with(Problem p, const std::function<bool(const Problem&)>& fails, const Capabilities& caps) {
-  int steps = 0;
-  for (bool improved = true; improved && steps < 1000;) {
+// until none fails or `budget` candidates were tried (the campaign's shrinker counts every
+// candidate it runs, passing ones included). Returns the last failing problem and the steps it
+// took; `tried` gets the candidates run.
+std::pair<Problem, int> shrink_with(Problem p, const std::function<bool(const Problem&)>& fails, const Capabilities& caps,
+                                    int budget = 1 << 30, int* tried = nullptr) {
+  int steps = 0, runs = 0;
+  for (bool improved = true; improved && steps < 1000 && runs < budget;) {
     improved = false;
-    for (const Problem& q : smaller_problems(p, caps))
+    for (const Problem& q : smaller_problems(p, caps)) {
+      if (++runs > budget) break;
       if (fails(q)) {
         p = q;
         ++steps;
         improved = true;
         break;
       }
+    }
   }
+  if (tried) *tried = runs;
   return {p, steps};
 }
 
@@ -116,25 +122,6 @@ TEST(ShrinkCandidates, AWindowShrinksToTheSmallestThatStillFails) {
   EXPECT_EQ(p.window.right, 0);
 }
 
-// The campaign's shrinker counts every candidate it runs against its budget (200), passing ones
-// included: here each candidate tried is counted, as there.
-std::pair<Problem, int> shrink_counting_tries(Problem p, const std::function<bool(const Problem&)>& fails,
-                                              const Capabilities& caps, int budget) {
-  int tried = 0;
-  for (bool improved = true; improved && tried < budget;) {
-    improved = false;
-    for (const Problem& q : smaller_problems(p, caps)) {
-      if (++tried > budget) break;
-      if (fails(q)) {
-        p = q;
-        improved = true;
-        break;
-      }
-    }
-  }
-  return {p, tried};
-}
-
 // A top-left causal tail bug (the last key dropped) shows only while some row sees that key, i.e.
 // while Sq >= Skv: halving Sq alone always hides it. The lengths still shrink to a few rows and
 // keys within the campaign's budget, from any start.
@@ -145,8 +132,9 @@ RC_GTEST_PROP(ShrinkCandidates, ATopLeftTailBugShrinksToAFewRowsWithinTheBudget,
                                       " d=16 causal=top_left dtype=f32");
   RC_TAG(sq > 2 * skv ? "Sq > 2 Skv" : "Sq <= 2 Skv");
   auto fails = [](const Problem& p) { return p.causal == Causal::top_left && p.seq_kv > 1 && p.seq_q >= p.seq_kv; };
-  const auto [p, tried] = shrink_counting_tries(start, fails, everything(), 200);
-  RC_LOG() << to_string(start) << " -> " << to_string(p) << " after " << tried << " candidates\n";
+  int tried = 0;
+  const auto [p, steps] = shrink_with(start, fails, everything(), 200, &tried);
+  RC_LOG() << to_string(start) << " -> " << to_string(p) << " in " << steps << " steps, " << tried << " candidates\n";
   RC_ASSERT(fails(p));
   RC_ASSERT(p.seq_q <= 4);
   RC_ASSERT(p.seq_kv <= 4);
