@@ -4,7 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include "gpu/mma_f16/bwd_params.h"
+#include "gpu/common/bwd_params.h"
 #include "gpu/mma_f16/bwd_tiles.cuh"
 
 namespace flashcheck::kernels::bwd {

@@ -14,7 +14,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "gpu/mma_f16/bwd_params.h"
+#include "gpu/common/bwd_params.h"
 #include "gpu/mma_f16/bwd_tile_size.h"
 #include "gpu/mma_f16/bwd_tiles.cuh"
 #include "gpu/mma_f16/bwd_warp_gemm.cuh"

@@ -8,7 +8,7 @@
 #include "gpu/common/cp_async.cuh"
 #include "gpu/common/mask.cuh"
 #include "gpu/common/var_params.h"
-#include "gpu/mma_f16/bwd_params.h"
+#include "gpu/common/bwd_params.h"
 #include "gpu/mma_f16/mma.cuh"
 
 namespace flashcheck::kernels::bwd {

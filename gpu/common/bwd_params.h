@@ -1,6 +1,6 @@
-// mma_f16's backward launch parameters: plain data (the .cu files build as C++17 and include no
-// project headers beyond gpu/), filled on the host by backward_launch.cpp from a Problem, the
-// forward's KernelArgs and the BackwardArgs.
+// The backward launch parameters of the built-in backward kernels (mma_f16, wgmma_f16): plain
+// data (the .cu files build as C++17 and include no project headers beyond gpu/), filled on the host
+// by bwd_params_host.h from a Problem, the forward's KernelArgs and the BackwardArgs.
 #pragma once
 #include <cstdint>
 
@@ -27,5 +27,10 @@ struct BwdParams {
 // `stream` (cudaStream_t). Throws std::runtime_error on a CUDA error.
 template <int D>
 void launch_mma_f16_backward(const BwdParams& p, bool bf16, bool deterministic, void* stream);
+
+// wgmma_f16's (sm_90a): the same passes 0 and 3 around its warpgroup-MMA dK/dV pass
+// (gpu/wgmma_f16/bwd_tile_size.h); the atomic dQ only.
+template <int D>
+void launch_wgmma_f16_backward(const BwdParams& p, bool bf16, void* stream);
 
 }  // namespace flashcheck::kernels
