@@ -1,10 +1,10 @@
-// A built-in kernel's backward pass (issue 23 item 6: mma_f16's FlashAttention-2 backward) on fixed
-// shapes, through the backward campaign's own case (runner/backward_campaign.h run_backward_case:
-// the kernel's forward writes O and LSE, dO from the seed, the gradients staged poisoned between
-// canaries, judged against the fp64 backward oracle each apart, a deterministic backward repeated
-// and compared bit for bit). Shapes cover every causal alignment, GQA, Sq ≠ Skv, lengths off the
-// tiles, rows that see no key and keys no row sees. Without a GPU, or without a kernel with a
-// backward, every test is SKIPPED.
+// The built-in kernels' backward passes (issue 23 item 6: mma_f16's FlashAttention-2 backward,
+// wgmma_f16's on warpgroup MMA) on fixed shapes, through the backward campaign's own case
+// (runner/backward_campaign.h run_backward_case: the kernel's forward writes O and LSE, dO from the
+// seed, the gradients staged poisoned between canaries, judged against the fp64 backward oracle
+// each apart, a deterministic backward repeated and compared bit for bit). Shapes cover every
+// causal alignment, GQA, Sq ≠ Skv, lengths off the tiles, rows that see no key and keys no row
+// sees. Without a GPU, or without a kernel with a backward, every test is SKIPPED.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -101,7 +101,25 @@ TEST_P(KernelBackward, RefusesAMisalignedGradient) {
   device::free(buf);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, KernelBackward, ::testing::Values("mma_f16"));
+// A kernel without a deterministic mode refuses to be asked for one, naming it, rather than
+// returning gradients that are not what the caller asked for.
+TEST_P(KernelBackward, RefusesADeterministicModeItLacks) {
+  if (v_->backward_caps()->deterministic) GTEST_SKIP() << GetParam() << " has a deterministic mode";
+  const Problem p = plain(1, 1, 1, 64, 64, dims().front(), Causal::none, dtypes().front());
+  void* buf = device::alloc(1 << 20);
+  const KernelArgs a = contiguous_kernel_args(p, buf, buf, buf, buf, buf, device::stream());
+  BackwardArgs g = contiguous_backward_args(p, buf, buf, buf, buf);
+  g.deterministic = true;
+  try {
+    v_->backward(p, a, g);
+    ADD_FAILURE() << "a deterministic backward was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("deterministic"), std::string::npos) << e.what();
+  }
+  device::free(buf);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelBackward, ::testing::Values("mma_f16", "wgmma_f16"));
 
 }  // namespace
 }  // namespace flashcheck

@@ -4,6 +4,7 @@
 #include "gpu/common/make_params.h"
 #include "gpu/common/var_params_host.h"
 #include "gpu/kernel.h"
+#include "gpu/wgmma_f16/backward_launch.h"
 #include "gpu/wgmma_f16/launch.h"
 #include "gpu/wgmma_f16/launch2.h"
 #include "gpu/wgmma_f16/tile_size.h"
@@ -38,6 +39,9 @@ KernelDef wgmma_f16() {
                 kernels::launch_wgmma_f16(kernels::make_params(p, q, k, v, o, lse), p.dtype == DType::bf16, stream);
               }};
   d.launch2 = launch_wgmma_f16_problem;
+  // FlashAttention-2's backward on warpgroup MMA (bwd_tile_size.h): atomic dQ; plain problems.
+  d.backward = launch_wgmma_f16_backward_problem;
+  d.backward_caps = wgmma_f16_backward_caps();
   return d;
 }
 
