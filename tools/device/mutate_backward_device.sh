@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call (at most about 8 minutes on an H100/H200 with 16 cores), building nothing: the mutation
-# score of mma_f16's backward pass (issue 23 item 6). The mutants, plugin modules exporting the
+# score of a built-in kernel's backward pass (issue 23 item 6; KERNEL=mma_f16 by default, or
+# wgmma_f16, as packed). The mutants, plugin modules exporting the
 # backward (tools/device/mutate_backward_prepare.sh), are loaded one by one by an unmutated flashcheck
 # and run through the backward check (tools/mutate/mutate_device.py --checks backward): a `run
 # --backward` campaign (plain problems of the backward's space: bf16 and f16, its head dims, causal
@@ -13,16 +14,18 @@
 #
 #   tools/device/mutate_backward_device.sh [CARRY_DIR]   (default build-mutbwd/carry: bin.tar.xz, mutbwd_pack.tar.xz)
 #
-# Run from the source root (it reads tools/mutate/ and equivalent_mma_f16_backward.txt if present).
+# Run from the source root (it reads tools/mutate/ and equivalent_KERNEL_backward.txt if present).
 # Knobs: JOBS (8 mutants at once), CASES (30 per campaign), MAX_SEQ (384), MAX_WORK (3e7), ORACLE
 # (cpu, gpu or auto; default flashcheck's), DEADLINE (380 s: no mutant starts later), HARD_DEADLINE
 # (450 s: running checks are cut, their mutants not run), CHECK_TIMEOUT (60 s a check), RESUME=1 (a second call on the warm
-# machine keeps the first call's results and checks the rest).
+# machine keeps the first call's results and checks the rest), ONLY_IDS=FILE (only these mutants: the
+# rest of a sample on a fresh machine, scored apart).
 # Output: the checks (checks.txt), the baseline lines, the score table and survivors last;
-# $OUT/run.log (every line), mutation_mma_f16_backward.txt (survivors with diffs) and .json,
+# $OUT/run.log (every line), mutation_KERNEL_backward.txt (survivors with diffs) and .json,
 # mutation_summary.json, survivors.txt.
 set -u
 carry=${1:-build-mutbwd/carry}
+kernel=${KERNEL:-mma_f16}
 out=${OUT:-mutbwd-out}
 mkdir -p "$out"
 for f in bin.tar.xz mutbwd_pack.tar.xz; do
@@ -34,6 +37,7 @@ opts=(--pack "$carry/mutbwd_pack.tar.xz" --bin "$carry/bin.tar.xz" --dest /tmp/m
       --backward-max-work "${MAX_WORK:-3e7}" --deadline "${DEADLINE:-380}" --hard-deadline "${HARD_DEADLINE:-450}" --timeout "${CHECK_TIMEOUT:-60}")
 [ -n "${ORACLE:-}" ] && opts+=(--oracle "$ORACLE")
 [ "${RESUME:-0}" = 1 ] && opts+=(--resume)
+[ -n "${ONLY_IDS:-}" ] && opts+=(--only-ids "$ONLY_IDS")
 md="$(dirname "$0")/../mutate/mutate_device.py"
 python3 "$md" run --dry-run "${opts[@]}" >"$out/checks.txt"
 python3 "$md" run "${opts[@]}" >"$out/run.log" 2>&1
@@ -42,7 +46,7 @@ rc=$?
 grep -E "^unpacked|^  base|BASE FAILS|^ABORT|not scored|^checked" "$out/run.log"
 sed -n '/^MUTATION SCORE/,$p' "$out/run.log" | grep -v "survivors:"
 if [ -f "$out/survivors.txt" ]; then
-  echo "survivors ($(wc -l <"$out/survivors.txt"); diffs in \$OUT/mutation_mma_f16_backward.txt):"
+  echo "survivors ($(wc -l <"$out/survivors.txt"); diffs in \$OUT/mutation_${kernel}_backward.txt):"
   cut -c1-160 "$out/survivors.txt"
 fi
 echo "mutate_device.py rc=$rc"

@@ -97,7 +97,7 @@ VARIANT_EDGE_SHAPES = [
 # module and dropped): a single query and a single key, Sq = 1 against a long Skv (GQA), Sq > Skv
 # bottom-right (rows that see no key: zero gradients, lengths off every tile), Sq < Skv
 # bottom-right, GQA 4 of 8 (groups of 2 and of 4) with top-left masking, lengths one off a 64-row
-# tile either way, and several batches of one long head. dtype alternates bf16, f16, and the mode
+# tile either way, several batches of one long head, and a problem of one query row in all. dtype alternates bf16, f16, and the mode
 # of a backward that declares determinism alternates every two problems (backward_mode_seed), so
 # each (dtype, mode) pair runs twice.
 BACKWARD_EDGE_SHAPES = [
@@ -113,6 +113,9 @@ BACKWARD_EDGE_SHAPES = [
     # deterministic dQ pass must walk that tile. (A kv_end one short still survives it: the one
     # missing term of 129 is under the gradient criteria's global limits; DETECTION.md.)
     "b=1 hq=2 hkv=1 sq=129 skv=129 d=64 causal=top_left",
+    # One query row in all (B·Hq·Sq = 1): a pass launched only for "more than one row" (D's, or the
+    # dQ sum's rounding) is skipped here alone (wgmma_f16's backward survivors, session 21).
+    "b=1 hq=1 hkv=1 sq=1 skv=200 d=128 causal=none",
 ]
 
 
@@ -444,6 +447,13 @@ def cmd_run(args):
         (args.pack, time.time() - clock.t0, ", ".join("%s %d mutants" % (k["name"], k["mutants"]) for k in man["kernels"]),
          args.checks, args.jobs, args.deadline, args.hard_deadline, args.timeout, env["OMP_NUM_THREADS"],
          "".join(" " + e for e in args.env or [])))
+    only = None
+    if args.only_ids:
+        # The rest of a sample an earlier call's deadline left unchecked, on a fresh machine (where
+        # --resume has nothing to resume): the report then scores these alone, to be added by hand.
+        with open(args.only_ids) as f:
+            only = {ln.split()[0] for ln in f if ln.strip() and not ln.startswith("#")}
+        log("  --only-ids: %d mutants listed in %s" % (len(only), args.only_ids))
     kernels = []
     for k in man["kernels"]:
         if args.kernel and k["name"] not in args.kernel:
@@ -468,6 +478,8 @@ def cmd_run(args):
         cat = read_json(os.path.join(k["dir"], "mutants.json"))
         ids = [m["id"] for m in cat["mutants"]
                if (read_json(os.path.join(k["dir"], m["id"], "build.json")) or {}).get("status") == "built"]
+        if only is not None:
+            ids = [i for i in ids if i in only]
         # Hash order, not file order: a deadline then leaves an unbiased sample unchecked, not one file.
         ids.sort(key=lambda i: hashlib.sha1(i.encode()).hexdigest())
         queues.append([(k, i) for i in ids])
@@ -583,6 +595,8 @@ def main(argv=None):
     sp.add_argument("--resume", action="store_true",
                     help="keep the results an earlier call left in --dest (same pack, same checks) and check only the "
                          "mutants it did not reach (a second call on a warm machine); otherwise they are removed")
+    sp.add_argument("--only-ids", help="check only the mutants whose ids this file lists (one per line): the rest "
+                    "of a sample an earlier call did not reach, on a fresh machine")
     sp.add_argument("--env", action="append", help="NAME=VALUE set for every check (e.g. FLASHCHECK_PERTURB_SEED=7, "
                     "FLASHCHECK_PERTURB=poison,stretch,delay for perturbed modules)")
     sp.add_argument("-j", "--jobs", type=int, default=6, help="mutants checked at once (they share the GPU)")
