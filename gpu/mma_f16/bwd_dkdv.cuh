@@ -79,15 +79,7 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, BwdTraits<D>::kMinBloc
   auto prefetch = [&](int st, int h, int m0) {
     load_rows<D, T, BM, !kAtomicDq>(sQ + st * BM * D, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
     load_rows<D, T, BM, !kAtomicDq>(sdO + st * BM * D, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
-    // LSE and D by cp.async too: a plain load stored to shared memory would hold its threads (and
-    // at the next barrier every warp) for a global latency on every step.
-    for (int r = tid; r < BM; r += T) {
-      const int i = m0 + r;
-      const bool ok = i < p.seq_q;
-      const float* lse = p.lse + static_cast<int64_t>(b) * p.slse_.outer + static_cast<int64_t>(h) * p.slse_.head;
-      cp_async_4(sLse + st * BM + r, ok ? lse + static_cast<int64_t>(i) * p.slse_.seq : p.lse, ok);
-      cp_async_4(sDel + st * BM + r, ok ? p.delta + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + i : p.delta, ok);
-    }
+    load_row_stats<BM, T>(sLse + st * BM, sDel + st * BM, p, b, h, m0, tid);
   };
   // Each CTA starts its walk at a query tile of its own (its key tile's index, modulo), so that the
   // CTAs of one KV head add to different rows of the dQ sum at a time instead of all to the same

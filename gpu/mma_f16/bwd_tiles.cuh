@@ -49,6 +49,20 @@ __device__ __forceinline__ void load_rows(uint16_t* tile, const uint16_t* g, int
   }
 }
 
+// LSE (base e) and D of rows [m0, m0 + kRows) of query head h into lse_to and del_to by cp.async
+// (zeros past seq_q): a plain load stored to shared memory would hold its threads, and at the next
+// barrier every warp, for a global latency on every step. Both kernels' dK/dV passes.
+template <int kRows, int kThreads>
+__device__ __forceinline__ void load_row_stats(float* lse_to, float* del_to, const BwdParams& p, int b, int h, int m0, int tid) {
+  const float* lse = p.lse + static_cast<int64_t>(b) * p.slse_.outer + static_cast<int64_t>(h) * p.slse_.head;
+  for (int r = tid; r < kRows; r += kThreads) {
+    const int i = m0 + r;
+    const bool ok = i < p.seq_q;
+    cp_async_4(lse_to + r, ok ? lse + static_cast<int64_t>(i) * p.slse_.seq : p.lse, ok);
+    cp_async_4(del_to + r, ok ? p.delta + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + i : p.delta, ok);
+  }
+}
+
 // The backward's mask, both passes: row i sees keys [0, kv_visible(i)) (gpu/common/mask.cuh, the
 // forward kernels' rule). A step of query rows [m0, m0 + bm) and keys [n0, n0 + bn) needs the test
 // only where a mask reaches it: keys past seq_kv, rows past seq_q, or a causal diagonal crossing it.

@@ -23,6 +23,7 @@
 namespace flashcheck::kernels::wbwd {
 
 using bwd::BwdMask;
+using bwd::load_row_stats;
 using bwd::row0_of;
 
 // Rows of the step this thread's accumulator column pair (j, e = 0/1) stands for: Sᵀ's columns are
@@ -57,13 +58,7 @@ __global__ void __launch_bounds__(WgmmaBwdTraits<D>::kThreads, 1) dkdv_kernel(Bw
   auto prefetch = [&](int st, int h, int m0) {
     load_tile<D, T, BM>(sQ + st * Tr::kRowTile, row0_of(p.q, p.sq_, b, h), p.sq_.seq, m0, p.seq_q, tid);
     load_tile<D, T, BM>(sdO + st * Tr::kRowTile, row0_of(p.dout, p.sdo_, b, h), p.sdo_.seq, m0, p.seq_q, tid);
-    for (int r = tid; r < BM; r += T) {
-      const int i = m0 + r;
-      const bool ok = i < p.seq_q;
-      const float* lse = p.lse + static_cast<int64_t>(b) * p.slse_.outer + static_cast<int64_t>(h) * p.slse_.head;
-      cp_async_4(sLse + st * BM + r, ok ? lse + static_cast<int64_t>(i) * p.slse_.seq : p.lse, ok);
-      cp_async_4(sDel + st * BM + r, ok ? p.delta + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + i : p.delta, ok);
-    }
+    load_row_stats<BM, T>(sLse + st * BM, sDel + st * BM, p, b, h, m0, tid);
   };
   // As mma_f16's pass: each CTA starts at a query tile of its own, so that the CTAs of a KV head
   // add into different rows of the dQ sum at a time.
