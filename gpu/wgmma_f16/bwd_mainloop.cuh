@@ -16,6 +16,7 @@
 #include "gpu/mma_f16/bwd_tiles.cuh"
 #include "gpu/mma_f16/mma.cuh"
 #include "gpu/mma_f16/softmax.cuh"
+#include "gpu/wgmma_f16/barrier.cuh"
 #include "gpu/wgmma_f16/bwd_smem.cuh"
 #include "gpu/wgmma_f16/bwd_tile_size.h"
 #include "gpu/wgmma_f16/wgmma.cuh"
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(WgmmaBwdTraits<D>::kThreads, 1) dkdv_kernel(Bw
     // Stage st landed and, past the barrier, every thread has finished step s − 1 (its wgmmas
     // waited for), so stage st ^ 1 and dS are free for the next step's copies and this step's dS.
     cp_async_wait<0>();
-    fence_proxy_async();
+    sync::fence_proxy_async();  // cp.async wrote through the generic proxy; wgmma reads through the async one
     __syncthreads();
     if (s + 1 < steps) prefetch(st ^ 1, h_next, t_next * BM);
     cp_async_commit();
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(WgmmaBwdTraits<D>::kThreads, 1) dkdv_kernel(Bw
         stmatrix_x4_trans(at, dsf[2 * j], dsf[2 * j + 1], dsf[2 * j + 2], dsf[2 * j + 3]);
       }
     }
-    fence_proxy_async();
+    sync::fence_proxy_async();  // stmatrix likewise
     __syncthreads();  // dS whole
 
     float dq[32];

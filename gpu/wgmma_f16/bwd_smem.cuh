@@ -40,10 +40,4 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, ui
                : "memory");
 }
 
-// Makes this thread's generic-proxy writes to shared memory (cp.async, stmatrix) visible to the
-// async proxy wgmma reads through; a barrier after it then publishes them to the warpgroups.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
 }  // namespace flashcheck::kernels::wbwd
