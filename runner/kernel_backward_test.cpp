@@ -7,6 +7,7 @@
 // sees. Without a GPU, or without a kernel with a backward, every test is SKIPPED.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -85,20 +86,27 @@ TEST_P(KernelBackward, SumsEachKvHeadOverItsGroup) {
     }
 }
 
-// A bad view is refused with the tensor named, not read: dq's rows misaligned.
-TEST_P(KernelBackward, RefusesAMisalignedGradient) {
-  const Problem p = plain(1, 1, 1, 64, 64, dims().front(), Causal::none, dtypes().front());
+// The backward called on a small plain problem's buffers after `edit` changes its arguments: it
+// must refuse with std::invalid_argument naming `needle`, before reading anything.
+void expect_refusal(const Variant& v, const Problem& p, const std::function<void(BackwardArgs&)>& edit,
+                    const std::string& needle, const char* what) {
   void* buf = device::alloc(1 << 20);
   const KernelArgs a = contiguous_kernel_args(p, buf, buf, buf, buf, buf, device::stream());
   BackwardArgs g = contiguous_backward_args(p, buf, buf, buf, buf);
-  g.dq.data = static_cast<char*>(buf) + 2;
+  edit(g);
   try {
-    v_->backward(p, a, g);
-    ADD_FAILURE() << "a misaligned dq was accepted";
+    v.backward(p, a, g);
+    ADD_FAILURE() << what << " was accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("dq"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
   device::free(buf);
+}
+
+// A bad view is refused with the tensor named, not read: dq's rows misaligned.
+TEST_P(KernelBackward, RefusesAMisalignedGradient) {
+  const Problem p = plain(1, 1, 1, 64, 64, dims().front(), Causal::none, dtypes().front());
+  expect_refusal(*v_, p, [](BackwardArgs& g) { g.dq.data = static_cast<char*>(g.dq.data) + 2; }, "dq", "a misaligned dq");
 }
 
 // A kernel without a deterministic mode refuses to be asked for one, naming it, rather than
@@ -106,17 +114,7 @@ TEST_P(KernelBackward, RefusesAMisalignedGradient) {
 TEST_P(KernelBackward, RefusesADeterministicModeItLacks) {
   if (v_->backward_caps()->deterministic) GTEST_SKIP() << GetParam() << " has a deterministic mode";
   const Problem p = plain(1, 1, 1, 64, 64, dims().front(), Causal::none, dtypes().front());
-  void* buf = device::alloc(1 << 20);
-  const KernelArgs a = contiguous_kernel_args(p, buf, buf, buf, buf, buf, device::stream());
-  BackwardArgs g = contiguous_backward_args(p, buf, buf, buf, buf);
-  g.deterministic = true;
-  try {
-    v_->backward(p, a, g);
-    ADD_FAILURE() << "a deterministic backward was accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("deterministic"), std::string::npos) << e.what();
-  }
-  device::free(buf);
+  expect_refusal(*v_, p, [](BackwardArgs& g) { g.deterministic = true; }, "deterministic", "a deterministic backward");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, KernelBackward, ::testing::Values("mma_f16", "wgmma_f16"));
