@@ -34,6 +34,13 @@ bool textbook_visible(const Problem& p, int64_t sq, int64_t skv, int64_t i, int6
 struct Row {
   std::vector<long double> o;
   long double lse = -INFINITY;
+  // How far an fp64 computation of this row may honestly stray (the oracle's order of summation is
+  // not the textbook's): a score sums head_dim products, so it may move by ~head_dim·2^-53 of
+  // Σ|q·k|·scale (+ its bias); a weight exp(s − m) then moves by twice that, relative, and O by that
+  // times the largest |v|. With Dist::large that reaches 1e-11 of O (CI saw 1.4e-11 at f16,
+  // d = 24); a wrong mask, bias or softcap moves O by a whole weight.
+  long double score_error = 0;
+  long double v_max = 0;
 };
 
 // One query row of sequence b, head h: every key of the sequence tested against the mask.
@@ -50,23 +57,32 @@ Row textbook_row(const Problem& p, const Inputs& in, int64_t b, int64_t h, int64
   const long double dq = desc(in.descale_q), dk = desc(in.descale_k), dvs = desc(in.descale_v);
   std::vector<long double> s;
   std::vector<int64_t> keys;
+  long double score_size = 0;
   for (int64_t j = 0; j < skv; ++j) {
     if (!textbook_visible(p, sq, skv, i, j)) continue;
     const float* k = &in.k[static_cast<size_t>((kv_before * p.heads_kv + hk * skv + j) * p.head_dim_qk)];
-    long double dot = 0;
-    for (int64_t c = 0; c < p.head_dim_qk; ++c) dot += (q[c] * dq) * (k[c] * dk);
+    long double dot = 0, dot_abs = 0;
+    for (int64_t c = 0; c < p.head_dim_qk; ++c) {
+      dot += (q[c] * dq) * (k[c] * dk);
+      dot_abs += std::fabs((q[c] * dq) * (k[c] * dk));
+    }
     long double x = dot * static_cast<long double>(p.softmax_scale());
+    long double size = dot_abs * static_cast<long double>(p.softmax_scale());
     if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
     if (p.alibi != Alibi::none) {
       const long double slope = in.alibi_slopes[static_cast<size_t>(p.alibi_per_batch ? b * p.heads_q + h : h)];
       const int64_t d = p.causal == Causal::top_left ? 0 : skv - sq;
-      x += p.alibi == Alibi::symmetric ? -slope * std::fabs(static_cast<long double>(i + d - j)) : slope * (j - i);
+      const long double bias = p.alibi == Alibi::symmetric ? -slope * std::fabs(static_cast<long double>(i + d - j)) : slope * (j - i);
+      x += bias;
+      size += std::fabs(bias);
     }
+    score_size = std::max(score_size, size);
     s.push_back(x);
     keys.push_back(j);
   }
   Row r;
   r.o.assign(static_cast<size_t>(p.head_dim_v), 0.0L);
+  r.score_error = static_cast<long double>(p.head_dim_qk + 2) * std::numeric_limits<double>::epsilon() * score_size;
   if (s.empty()) return r;  // no key: O = 0, LSE = −inf, sink or not
   long double m = *std::max_element(s.begin(), s.end());
   const long double sink = p.sinks ? in.sinks[static_cast<size_t>(h)] : -INFINITY;
@@ -76,7 +92,10 @@ Row textbook_row(const Problem& p, const Inputs& in, int64_t b, int64_t h, int64
   r.lse = m + std::log(l);
   for (size_t t = 0; t < s.size(); ++t) {
     const float* v = &in.v[static_cast<size_t>((kv_before * p.heads_kv + hk * skv + keys[t]) * p.head_dim_v)];
-    for (int64_t c = 0; c < p.head_dim_v; ++c) r.o[static_cast<size_t>(c)] += std::exp(s[t] - m) / l * (v[c] * dvs);
+    for (int64_t c = 0; c < p.head_dim_v; ++c) {
+      r.o[static_cast<size_t>(c)] += std::exp(s[t] - m) / l * (v[c] * dvs);
+      r.v_max = std::max(r.v_max, std::fabs(v[c] * dvs));
+    }
   }
   return r;
 }
@@ -93,11 +112,12 @@ void expect_matches_textbook(const Problem& p, const Inputs& in) {
         if (std::isinf(lse)) {
           ASSERT_EQ(r.lse[at], lse) << p << " b=" << b << " h=" << h << " i=" << i;
         } else {
-          ASSERT_NEAR(r.lse[at], lse, 1e-11 * (1 + std::fabs(lse))) << p << " b=" << b << " h=" << h << " i=" << i;
+          ASSERT_NEAR(r.lse[at], lse, 1e-11 * (1 + std::fabs(lse)) + 2 * static_cast<double>(t.score_error)) << p << " b=" << b << " h=" << h << " i=" << i;
         }
         for (int64_t c = 0; c < p.head_dim_v; ++c)
           ASSERT_NEAR(r.o[at * static_cast<size_t>(p.head_dim_v) + static_cast<size_t>(c)], static_cast<double>(t.o[static_cast<size_t>(c)]),
-                      1e-11 * (1 + std::fabs(static_cast<double>(t.o[static_cast<size_t>(c)]))))
+                      1e-11 * (1 + std::fabs(static_cast<double>(t.o[static_cast<size_t>(c)]))) +
+                          2 * static_cast<double>(t.score_error * t.v_max))
               << p << " b=" << b << " h=" << h << " i=" << i << " c=" << c;
       }
 }
