@@ -15,6 +15,9 @@
 
 namespace flashcheck {
 
+// Set fields by name (designated initialisers), never by position: fields get inserted, and a
+// positional list then shifts silently (truncate and round_o did so twice, turning tests' configs
+// into truncating ones nobody asked for).
 struct ReplicaConfig {
   int64_t block_q = 128;   // Br: query rows per tile (q-tiles start at each sequence's first row)
   int64_t block_kv = 128;  // Bc: keys per tile (KV tiles start at each sequence's first used key)

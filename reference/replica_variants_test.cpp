@@ -214,7 +214,7 @@ TEST(ReplicaVariants, Fp8PIsScaledBeforeItIsRounded) {
   in.q[0] = 1.0f;
   for (int64_t j = 0; j < p.seq_kv; ++j) in.k[static_cast<size_t>(j * p.head_dim_qk)] = j == 0 ? 0.0f : -8.0f;
   const OracleResult truth = naive_attention(p, in);
-  ReplicaConfig fa3{16, 16, true, true, false, false, true};  // default offset for fp8: 8
+  ReplicaConfig fa3{.block_q = 16, .block_kv = 16, .round_p = true, .finite_neg_inf = false};  // default offset for fp8: 8
   ReplicaConfig unscaled = fa3;
   unscaled.p_scale_log2 = 0;
   ASSERT_EQ(fa3.p_offset(p), 8);
@@ -519,7 +519,7 @@ TEST(ReplicaVariants, ARowSubsetGetsWhatTheFullRunGivesThoseRows) {
 TEST(ReplicaVariants, TracesNameTheSequenceAndEndAtTheResult) {
   const Problem p = parse_problem("b=3 hq=2 hkv=1 sq=5,0,37 skv=9,4,50 d=16 dtype=f32 causal=bottom_right window=8,2");
   const Inputs in = make_inputs(p, testing::seed_for(311));
-  ReplicaConfig cfg{8, 4, true, false, false, false, true};
+  ReplicaConfig cfg{.block_q = 8, .block_kv = 4, .round_p = false, .finite_neg_inf = false};
   const std::vector<int64_t> trace{0, 4, 20, 36};
   const ReplicaResult r = replica_attention(p, in, cfg, trace);
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<const TraceEntry*>> by_row;
