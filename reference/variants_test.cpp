@@ -35,9 +35,9 @@ struct Row {
   std::vector<long double> o;
   long double lse = -INFINITY;
   // How far an fp64 computation of this row may honestly stray (the oracle's order of summation is
-  // not the textbook's): a score sums head_dim products, so it may move by ~head_dim·2^-53 of
-  // Σ|q·k|·scale (+ its bias); a weight exp(s − m) then moves by twice that, relative, and O by that
-  // times the largest |v|. With Dist::large that reaches 1e-11 of O (CI saw 1.4e-11 at f16,
+  // not the textbook's): a score sums head_dim products, so it may move by (head_dim + 2)·2^-52 of
+  // Σ|q·k|·scale + |bias| (score_error); a weight exp(s − m) then moves by twice that, relative, and
+  // O by that times the largest |v|. With Dist::large that reaches 1e-11 of O (CI saw 1.4e-11 at f16,
   // d = 24); a wrong mask, bias or softcap moves O by a whole weight.
   long double score_error = 0;
   long double v_max = 0;
@@ -63,8 +63,9 @@ Row textbook_row(const Problem& p, const Inputs& in, int64_t b, int64_t h, int64
     const float* k = &in.k[static_cast<size_t>((kv_before * p.heads_kv + hk * skv + j) * p.head_dim_qk)];
     long double dot = 0, dot_abs = 0;
     for (int64_t c = 0; c < p.head_dim_qk; ++c) {
-      dot += (q[c] * dq) * (k[c] * dk);
-      dot_abs += std::fabs((q[c] * dq) * (k[c] * dk));
+      const long double term = (q[c] * dq) * (k[c] * dk);
+      dot += term;
+      dot_abs += std::fabs(term);
     }
     long double x = dot * static_cast<long double>(p.softmax_scale());
     long double size = dot_abs * static_cast<long double>(p.softmax_scale());
